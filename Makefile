@@ -1,0 +1,49 @@
+# terp's tasks. `make example` sets up this machine and runs the example
+# analysis; `make test` runs every test. See README.md.
+
+GO      ?= go
+BIN     := bin/terp
+PREFIX  ?= $(HOME)/.local
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
+# What the local sandbox needs from Debian/Ubuntu.
+DEBS    := bubblewrap python3 python3-numpy python3-pandas python3-matplotlib
+
+.PHONY: build test lint fmt bench install deps example clean
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
+
+install:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/terp ./cmd/terp
+	@echo "installed $(PREFIX)/bin/terp"
+
+# deps installs the sandbox's packages that are missing (apt-get; sudo when not root).
+deps:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "please install:$$missing (bubblewrap, python3 with numpy, pandas, matplotlib)"; exit 1; fi; \
+	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	echo "installing:$$missing"; \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing
+
+# example asks the seed's question about examples/sales.csv. Point terp at
+# your model first (TERP_BASE_URL, TERP_MODEL, and a key if the server needs one).
+example: deps build
+	$(BIN) ask -f examples/sales.csv "$$(cat examples/question.txt)"
+
+test:
+	$(GO) test -race ./...
+
+lint:
+	@test -z "$$(gofmt -l cmd internal)" || { gofmt -l cmd internal; echo "gofmt: files above need formatting (make fmt)"; exit 1; }
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w cmd internal
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,240 @@
+// Package agent runs the code-interpreter loop: it sends the conversation to
+// the model, runs the code the model asks for in a sandbox, sends the output
+// back and repeats until the model answers in plain text or the step cap is
+// reached. It reports what happens as events and knows nothing about
+// terminals, so the same loop serves `terp ask`, the chat UI and batch runs.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// Completer is the one thing the loop needs from a model client.
+type Completer interface {
+	Complete(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error)
+}
+
+// Config holds the loop's settings.
+type Config struct {
+	Model    string
+	MaxSteps int
+	// Timeout bounds one run of the code (the seed's 2m).
+	Timeout time.Duration
+	// MaxStdout and MaxStderr bound what the model sees of each stream, in
+	// bytes, keeping head and tail (the seed's 4000 and 2000).
+	MaxStdout int
+	MaxStderr int
+}
+
+// StopReason tells why a turn ended. The values are part of `ask --json`.
+type StopReason string
+
+// Reasons a turn ends.
+const (
+	Answered  StopReason = "answered"
+	MaxSteps  StopReason = "max_steps"
+	Errored   StopReason = "error"
+	Cancelled StopReason = "cancelled"
+)
+
+// Result is the outcome of one turn.
+type Result struct {
+	Answer     string
+	StopReason StopReason
+	// Steps counts the model requests this turn made.
+	Steps int
+	// Files are the files the code created or changed in /work this turn,
+	// in the order they first appeared.
+	Files []sandbox.FileInfo
+	Usage llm.Usage
+}
+
+// Agent holds one conversation: its history, its sandbox and what it knows of
+// the files in /work.
+type Agent struct {
+	model   Completer
+	sbx     sandbox.Sandbox
+	cfg     Config
+	history []llm.Message
+	// stamps records size and modification time of every file in /work as
+	// of the last look, to tell which files a run created or changed.
+	stamps map[string]stamp
+	// uploaded lists files uploaded since the model was last told of them.
+	uploaded []string
+}
+
+type stamp struct {
+	size    int64
+	modTime time.Time
+}
+
+// New returns an agent for a new conversation in sbx.
+func New(model Completer, sbx sandbox.Sandbox, cfg Config) *Agent {
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = 8
+	}
+	return &Agent{model: model, sbx: sbx, cfg: cfg, stamps: map[string]stamp{}}
+}
+
+// Messages returns the conversation so far, as sent to the model.
+func (a *Agent) Messages() []llm.Message { return append([]llm.Message(nil), a.history...) }
+
+// Upload copies r to /work/name before the next question. The file is listed
+// to the model and is not reported back as a file the code saved.
+func (a *Agent) Upload(ctx context.Context, name string, r io.Reader) error {
+	if err := a.sbx.WriteFile(ctx, path.Join(sandbox.WorkDir, name), r); err != nil {
+		return fmt.Errorf("upload %s: %w", name, err)
+	}
+	a.uploaded = append(a.uploaded, name)
+	return a.snapshot(ctx, nil)
+}
+
+// Ask runs one turn: question in, answer (or a stop reason) out. send receives
+// the turn's events; it may be nil. The returned error is set when the turn
+// ended in error or was cancelled; Result is filled in either way.
+func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Result, error) {
+	if send == nil {
+		send = func(Event) {}
+	}
+	res, err := a.turn(ctx, question, send)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		res.StopReason = Cancelled
+		err = ctx.Err()
+	default:
+		res.StopReason = Errored
+		send(Failed{Err: err})
+	}
+	return res, err
+}
+
+func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Result, error) {
+	var res Result
+	files, err := a.sbx.List(ctx, sandbox.WorkDir)
+	if err != nil {
+		return res, fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
+	}
+	if len(a.history) == 0 {
+		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(visible(files))})
+		a.uploaded = nil
+	}
+	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
+
+	onDelta := func(d llm.Delta) {
+		if d.Kind == llm.DeltaReasoning {
+			send(ReasoningDelta{Text: d.Text})
+		} else {
+			send(TextDelta{Text: d.Text})
+		}
+	}
+	for step := 1; step <= a.cfg.MaxSteps; step++ {
+		res.Steps = step
+		send(StepStarted{Step: step, MaxSteps: a.cfg.MaxSteps})
+		reply, err := a.model.Complete(ctx, llm.Request{Model: a.cfg.Model, Messages: a.history, Tools: tools()}, onDelta)
+		if err != nil {
+			return res, err
+		}
+		res.Usage = res.Usage.Add(reply.Usage)
+		send(UsageUpdated{Usage: res.Usage})
+		// Reasoning is never sent back: the assistant message carries only
+		// the answer text and the calls.
+		a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
+		if len(reply.ToolCalls) == 0 {
+			res.Answer = strings.TrimSpace(reply.Content)
+			res.StopReason = Answered
+			send(Answer{Text: res.Answer})
+			return res, nil
+		}
+		for _, call := range reply.ToolCalls {
+			out, err := a.runCall(ctx, step, call, send)
+			if err != nil {
+				return res, err
+			}
+			for _, f := range out.saved {
+				res.Files = appendFile(res.Files, f)
+			}
+			a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: out.content})
+		}
+	}
+	res.StopReason = MaxSteps
+	res.Answer = fmt.Sprintf("Stopped after %d steps without a final answer: the step cap was reached. "+
+		"Raise it with --max-steps, or ask a narrower question.", a.cfg.MaxSteps)
+	send(Answer{Text: res.Answer})
+	return res, nil
+}
+
+// withUploads tells the model about files uploaded since it last heard.
+func (a *Agent) withUploads(question string) string {
+	if len(a.uploaded) == 0 {
+		return question
+	}
+	names := make([]string, len(a.uploaded))
+	for i, n := range a.uploaded {
+		names[i] = path.Join(sandbox.WorkDir, n)
+	}
+	a.uploaded = nil
+	return fmt.Sprintf("(New files uploaded: %s)\n\n%s", strings.Join(names, ", "), question)
+}
+
+// appendFile adds f to files, replacing an earlier entry for the same path so
+// that a file saved twice is listed once with its final size.
+func appendFile(files []sandbox.FileInfo, f sandbox.FileInfo) []sandbox.FileInfo {
+	for i := range files {
+		if files[i].Path == f.Path {
+			files[i] = f
+			return files
+		}
+	}
+	return append(files, f)
+}
+
+// snapshot records the current state of /work. When saved is not nil, files
+// that are new or changed since the last snapshot are appended to it.
+func (a *Agent) snapshot(ctx context.Context, saved *[]sandbox.FileInfo) error {
+	files, err := a.sbx.List(ctx, sandbox.WorkDir)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
+	}
+	seen := make(map[string]stamp, len(files))
+	for _, f := range visible(files) {
+		st := stamp{size: f.Size, modTime: f.ModTime}
+		seen[f.Path] = st
+		if old, ok := a.stamps[f.Path]; saved != nil && (!ok || old != st) {
+			*saved = append(*saved, f)
+		}
+	}
+	a.stamps = seen
+	return nil
+}
+
+// internalDir holds terp's own files in /work (the script being run). They
+// are never listed to the model nor downloaded.
+const internalDir = ".terp"
+
+// visible drops terp's own files from a listing.
+func visible(files []sandbox.FileInfo) []sandbox.FileInfo {
+	out := files[:0:0]
+	for _, f := range files {
+		if f.Path == internalDir || strings.HasPrefix(f.Path, internalDir+"/") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// IsCancelled reports whether err ended a turn because its context was
+// cancelled (Ctrl+C) rather than because something failed.
+func IsCancelled(err error) bool {
+	return errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// ToolName is the one tool the model gets.
+const ToolName = "run_python"
+
+const toolDescription = "Run a Python 3 script in an isolated sandbox. Files are in /work, " +
+	"which is the working directory. Each call runs as a new process: variables do not " +
+	"survive between calls, files in /work do. There is no network. numpy, pandas and " +
+	"matplotlib are installed. Returns exit_code, stdout and stderr (long output is cut " +
+	"in the middle) and the files the script saved."
+
+var toolParameters = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string",` +
+	`"description":"The complete Python source to run."}},"required":["code"]}`)
+
+func tools() []llm.Tool {
+	return []llm.Tool{{Name: ToolName, Description: toolDescription, Parameters: toolParameters}}
+}
+
+// systemPrompt follows the seed: a data analyst that computes every number
+// with the tool, told where the files are.
+func systemPrompt(files []sandbox.FileInfo) string {
+	var b strings.Builder
+	b.WriteString("You are a data analyst. Use the run_python tool to compute every number " +
+		"you report; never guess or do arithmetic in your head. Files are in /work")
+	if len(files) == 0 {
+		b.WriteString(" (empty for now).")
+	} else {
+		b.WriteString(":\n")
+		for _, f := range files {
+			fmt.Fprintf(&b, "- %s (%d bytes)\n", path.Join(sandbox.WorkDir, f.Path), f.Size)
+		}
+	}
+	b.WriteString("\nSave charts as PNG files in /work (with matplotlib: plt.savefig), and say " +
+		"which files you saved. When you have the answer, reply in plain text without calling the tool.")
+	return b.String()
+}
+
+// scriptPath is where the code of a call is written before it runs, as the
+// seed does with main.py; it lives in terp's own directory so it is not
+// mistaken for a file the code saved.
+const scriptPath = sandbox.WorkDir + "/" + internalDir + "/main.py"
+
+// callOutcome is what one tool call produced.
+type callOutcome struct {
+	content string // the tool message sent to the model
+	saved   []sandbox.FileInfo
+}
+
+// toolResult is the JSON the model receives, shaped like the seed's.
+type toolResult struct {
+	ExitCode int      `json:"exit_code"`
+	Stdout   string   `json:"stdout"`
+	Stderr   string   `json:"stderr"`
+	Files    []string `json:"files,omitempty"`
+	TimedOut bool     `json:"timed_out,omitempty"`
+}
+
+// toolError is the JSON the model receives when a call could not run.
+type toolError struct {
+	Error string `json:"error"`
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only strings, ints and bools go in: this cannot happen.
+		panic(err)
+	}
+	return string(b)
+}
+
+// runCall answers one tool call. Problems the model caused (an unknown tool,
+// bad arguments) become a tool message it can recover from; only a failing
+// sandbox or a cancelled context is returned as an error.
+func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send func(Event)) (callOutcome, error) {
+	code, problem := parseCall(call)
+	send(ToolCall{Step: step, ID: call.ID, Name: call.Name, Code: code})
+	if problem != "" {
+		send(ToolOutput{Step: step, ID: call.ID, Error: problem})
+		return callOutcome{content: mustJSON(toolError{Error: problem})}, nil
+	}
+
+	if err := a.sbx.WriteFile(ctx, scriptPath, strings.NewReader(code)); err != nil {
+		return callOutcome{}, fmt.Errorf("write the script: %w", err)
+	}
+	run, err := a.sbx.Exec(ctx, []string{"python3", path.Join(internalDir, "main.py")}, sandbox.ExecOptions{
+		Dir:       sandbox.WorkDir,
+		Timeout:   a.cfg.Timeout,
+		MaxStdout: a.cfg.MaxStdout,
+		MaxStderr: a.cfg.MaxStderr,
+	})
+	if err != nil {
+		return callOutcome{}, fmt.Errorf("run the code: %w", err)
+	}
+	var saved []sandbox.FileInfo
+	if err := a.snapshot(ctx, &saved); err != nil {
+		return callOutcome{}, err
+	}
+	res := toolResult{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, TimedOut: run.TimedOut}
+	if run.TimedOut {
+		res.Stderr += fmt.Sprintf("\n[terp: the run was stopped after %s, the per-command timeout; "+
+			"all its processes were killed. Files in /work were kept.]", a.cfg.Timeout)
+	}
+	for _, f := range saved {
+		res.Files = append(res.Files, f.Path)
+	}
+	send(ToolOutput{
+		Step: step, ID: call.ID, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+		TimedOut: res.TimedOut, Files: res.Files, Duration: run.Duration,
+	})
+	for _, f := range saved {
+		send(FileSaved{Path: f.Path, Bytes: f.Size})
+	}
+	return callOutcome{content: mustJSON(res), saved: saved}, nil
+}
+
+// parseCall extracts the code from a call, or says what was wrong in words
+// the model can act on. A bare JSON string is accepted as the code: models
+// often send it where an object was asked for.
+func parseCall(call llm.ToolCall) (code, problem string) {
+	if call.Name != ToolName {
+		return "", fmt.Sprintf("unknown tool %q: the only tool is %s, called with {\"code\": \"<python source>\"}", call.Name, ToolName)
+	}
+	raw := strings.TrimSpace(call.Arguments)
+	var s string
+	if err := json.Unmarshal([]byte(raw), &s); err == nil {
+		raw = s
+		if !strings.HasPrefix(strings.TrimSpace(s), "{") {
+			return checkCode(s)
+		}
+	}
+	var args struct {
+		Code *string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		return "", fmt.Sprintf("the arguments are not valid JSON (%v). Call %s again with a JSON object "+
+			"{\"code\": \"<python source>\"}, escaping newlines and quotes in the code.", err, ToolName)
+	}
+	if args.Code == nil {
+		return "", fmt.Sprintf("the arguments have no \"code\" field. Call %s with {\"code\": \"<python source>\"}.", ToolName)
+	}
+	return checkCode(*args.Code)
+}
+
+func checkCode(code string) (string, string) {
+	if strings.TrimSpace(code) == "" {
+		return "", "the code is empty. Send the Python source to run in the \"code\" field."
+	}
+	return code, ""
+}

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/terpdev/terp/internal/config"
+)
+
+// Exit codes, part of the CLI contract (DESIGN.md).
+const (
+	exitOK          = 0
+	exitError       = 1 // runtime: model API, sandbox
+	exitUsage       = 2 // usage or configuration
+	exitMaxSteps    = 3 // the step cap was reached without an answer
+	exitInterrupted = 130
+)
+
+// usageError marks a mistake in how terp was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// silentError carries an exit code for an outcome that has already been
+// reported to the user (the step cap, an interrupt after the partial result
+// was printed), so nothing more is printed.
+type silentError struct{ code int }
+
+func (e silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// exitCode prints err for the user, when there is something to print, and
+// maps it to the process exit code. It is the one place where errors become
+// exit codes.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	var silent silentError
+	if errors.As(err, &silent) {
+		return silent.code
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintln(stderr, "terp: "+safeText(err.Error()))
+	var cfgErr *config.Error
+	var usage usageError
+	if errors.As(err, &cfgErr) || errors.As(err, &usage) {
+		return exitUsage
+	}
+	return exitError
+}

@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/terpdev/terp/internal/agent"
+)
+
+// progress prints the loop's events for a person watching a terminal: the
+// step, the code, an excerpt of its output and the files it saved. The answer
+// itself goes to stdout, so `terp ask ... > answer.md` keeps only the answer.
+type progress struct {
+	w      io.Writer
+	styles styles
+	// thinking is set while reasoning deltas stream, to end the line after.
+	thinking bool
+}
+
+// styles are every lipgloss style the plain front-end uses.
+type styles struct {
+	step, code, dim, err, ok lipgloss.Style
+}
+
+func newStyles(r *lipgloss.Renderer) styles {
+	return styles{
+		step: r.NewStyle().Bold(true).Foreground(lipgloss.Color("12")),
+		code: r.NewStyle().Foreground(lipgloss.Color("14")),
+		dim:  r.NewStyle().Faint(true),
+		err:  r.NewStyle().Foreground(lipgloss.Color("9")),
+		ok:   r.NewStyle().Foreground(lipgloss.Color("10")),
+	}
+}
+
+const (
+	codeLines   = 12 // lines of code shown per step
+	outputLines = 6  // lines of each output stream shown per step
+)
+
+func (p *progress) handle(e agent.Event) {
+	s := p.styles
+	if _, ok := e.(agent.ReasoningDelta); !ok && p.thinking {
+		fmt.Fprintln(p.w)
+		p.thinking = false
+	}
+	switch e := e.(type) {
+	case agent.StepStarted:
+		fmt.Fprintln(p.w, s.step.Render(fmt.Sprintf("── step %d/%d", e.Step, e.MaxSteps)))
+	case agent.ReasoningDelta:
+		if !p.thinking {
+			fmt.Fprint(p.w, s.dim.Render("thinking: "))
+			p.thinking = true
+		}
+		fmt.Fprint(p.w, s.dim.Render(oneLine(safeText(e.Text))))
+	case agent.ToolCall:
+		if e.Code != "" {
+			fmt.Fprintln(p.w, s.code.Render(indent(excerpt(safeText(e.Code), codeLines), "  ")))
+		}
+	case agent.ToolOutput:
+		p.output(e)
+	case agent.FileSaved:
+		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", safeText(e.Path), humanBytes(e.Bytes))))
+	case agent.Failed:
+		fmt.Fprintln(p.w, s.err.Render("  error: "+safeText(e.Err.Error())))
+	}
+}
+
+func (p *progress) output(e agent.ToolOutput) {
+	s := p.styles
+	if e.Error != "" {
+		fmt.Fprintln(p.w, s.err.Render("  tool error: "+safeText(e.Error)))
+		return
+	}
+	status := fmt.Sprintf("  exit %d · %s", e.ExitCode, e.Duration.Round(10e6))
+	switch {
+	case e.TimedOut:
+		fmt.Fprintln(p.w, s.err.Render(status+" · timed out"))
+	case e.ExitCode != 0:
+		fmt.Fprintln(p.w, s.err.Render(status))
+	default:
+		fmt.Fprintln(p.w, s.dim.Render(status))
+	}
+	if out := strings.TrimRight(e.Stdout, "\n"); out != "" {
+		fmt.Fprintln(p.w, indent(excerpt(safeText(out), outputLines), "  │ "))
+	}
+	if out := strings.TrimRight(e.Stderr, "\n"); out != "" {
+		fmt.Fprintln(p.w, s.err.Render(indent(tail(safeText(out), outputLines), "  │ ")))
+	}
+}
+
+// excerpt keeps the first n lines of s and says how many were left out.
+func excerpt(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return s
+	}
+	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n… %d more lines", len(lines)-n)
+}
+
+// tail keeps the last n lines of s, where an error message usually is.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return s
+	}
+	return fmt.Sprintf("… %d lines before\n", len(lines)-n) + strings.Join(lines[len(lines)-n:], "\n")
+}
+
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// safeText neutralizes text from the model or the code before it reaches a
+// terminal: escape sequences could otherwise move the cursor, retitle the
+// window, write the clipboard or fake terp's own output. Newlines and tabs
+// stay; every other control character is shown as a visible placeholder.
+func safeText(s string) string {
+	clean := true
+	for _, r := range s {
+		if isUnsafe(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == 0x1b:
+			b.WriteString("^[")
+		case isUnsafe(r):
+			b.WriteRune('\uFFFD')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isUnsafe(r rune) bool {
+	if r == '\n' || r == '\t' {
+		return false
+	}
+	// C0 and C1 controls and DEL; also the bidirectional overrides that can
+	// make text read differently from what it is.
+	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,66 @@
+// Package cli wires terp's commands: it parses flags with cobra, loads the
+// configuration, builds the model client and the sandbox, runs the agent loop
+// and turns its events into output. Each subcommand follows one pattern: an
+// options struct, a constructor for the cobra command and a run function that
+// holds the logic and can be tested without cobra.
+package cli
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Main runs terp with the process's arguments and returns its exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The first Ctrl+C cancels the work and lets terp clean up and report;
+	// restoring the default handler makes a second one end terp at once.
+	go func() { <-ctx.Done(); stop() }()
+	return Run(ctx, NewFactory(), os.Args[1:])
+}
+
+// Run executes one command line with the dependencies in f.
+func Run(ctx context.Context, f *Factory, args []string) int {
+	root := newCmdRoot(f)
+	root.SetArgs(args)
+	root.SetIn(f.IO.In)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	err := root.ExecuteContext(ctx)
+	return exitCode(err, f.IO.ErrOut)
+}
+
+func newCmdRoot(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "terp <command>",
+		Short: "A code interpreter for open models",
+		Long: `terp gives a model served through any OpenAI-compatible API (vLLM, Ollama,
+llama.cpp, SGLang, gpuOS) one tool, run_python. The code runs in a sandbox on
+this machine; its output goes back to the model until it answers. Your data
+stays on infrastructure you control.`,
+		Example: `  terp ask -f sales.csv "Which month grew the most? Plot revenue to chart.png."
+  TERP_BASE_URL=http://localhost:11434/v1 TERP_MODEL=qwen3:8b terp ask "What is 2**100?"
+  terp config init`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// An unknown subcommand is a usage error (exit 2), not a failure.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for terp; run 'terp --help' to see the commands", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usagef("%v; run '%s --help' for usage", err, cmd.CommandPath())
+	})
+	root.PersistentFlags().StringVar(&f.ConfigPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/terp/config.toml)")
+	root.AddCommand(newCmdAsk(f, nil), newCmdConfig(f), newCmdVersion(f))
+	return root
+}

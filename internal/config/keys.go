@@ -1,0 +1,105 @@
+package config
+
+// Key describes one setting for help text and documentation: the CLI can build its flag
+// help from it, and init and show are driven by the same table, so they cannot disagree.
+type Key struct {
+	Name        string // TOML key, e.g. "max_steps".
+	Env         string // Environment variable, e.g. "TERP_MAX_STEPS"; empty if none.
+	Flag        string // Flag name without dashes, e.g. "max-steps"; empty if none.
+	Default     string // Default in the textual form env vars and flags take.
+	Description string // One line, for init's template and help text.
+}
+
+// field binds a Key to the Config field that holds it. Adding a setting means adding a
+// Config field and one entry here; loading, env vars, flags, show and init follow.
+type field struct {
+	Key
+	secret bool                  // masked by show, never echoed
+	more   string                // extra comment lines for the template
+	bind   func(c *Config) value // the Config field as a value
+}
+
+// fields is every setting in the order show and init list them.
+var fields = []field{
+	{Key: Key{"base_url", "TERP_BASE_URL", "base-url", "https://gpuos.si/v1",
+		"OpenAI-compatible endpoint that serves the model (it must support tool calling)."},
+		bind: func(c *Config) value { return urlValue{&c.BaseURL} }},
+	{Key: Key{"model", "TERP_MODEL", "model", "qwen3-32b",
+		"Model name as the endpoint knows it."},
+		bind: func(c *Config) value { return stringValue{&c.Model, true} }},
+	{Key: Key{"api_key_env", "", "", "GPUOS_API_KEY",
+		"Environment variable that holds the API key; TERP_API_KEY, when set, wins over it."},
+		bind: func(c *Config) value { return envNameValue{&c.APIKeyEnv} }},
+	{Key: Key{"api_key", "TERP_API_KEY", "", "",
+		"API key. Discouraged here: anything that can read this file can read the key."},
+		secret: true,
+		more:   "Prefer TERP_API_KEY or api_key_env. Local servers usually need no key.",
+		bind:   func(c *Config) value { return stringValue{p: &c.apiKey} }},
+	{Key: Key{"sandbox", "TERP_SANDBOX", "sandbox", "local",
+		"Where the model's code runs: local (bubblewrap), docker or cpuos."},
+		bind: func(c *Config) value { return choiceValue{&c.Sandbox, sandboxes} }},
+	{Key: Key{"max_steps", "TERP_MAX_STEPS", "max-steps", "8",
+		"Most model turns per question before terp stops without an answer."},
+		bind: func(c *Config) value { return intValue{&c.MaxSteps, 1} }},
+	{Key: Key{"timeout", "TERP_TIMEOUT", "timeout", "2m",
+		"Longest one run of code may take before it is killed."},
+		bind: func(c *Config) value { return durationValue{&c.Timeout} }},
+	{Key: Key{"sandbox_timeout", "TERP_SANDBOX_TIMEOUT", "sandbox-timeout", "30m",
+		"Longest a sandbox may live, across all the runs of one conversation."},
+		bind: func(c *Config) value { return durationValue{&c.SandboxTimeout} }},
+	{Key: Key{"stream", "TERP_STREAM", "stream", "true",
+		"Show the model's text as it arrives; false waits for whole replies."},
+		bind: func(c *Config) value { return boolValue{&c.Stream} }},
+	{Key: Key{"max_stdout", "TERP_MAX_STDOUT", "max-stdout", "4000",
+		"Characters of a run's standard output the model sees; longer output keeps its head and tail."},
+		bind: func(c *Config) value { return intValue{&c.MaxStdout, 1} }},
+	{Key: Key{"max_stderr", "TERP_MAX_STDERR", "max-stderr", "2000",
+		"Characters of a run's standard error the model sees; longer output keeps its head and tail."},
+		bind: func(c *Config) value { return intValue{&c.MaxStderr, 1} }},
+	{Key: Key{"memory_limit", "TERP_MEMORY_LIMIT", "memory-limit", "2GiB",
+		"Memory the sandbox may use, e.g. \"512MiB\", \"2GiB\"."},
+		bind: func(c *Config) value { return sizeValue{&c.MemoryLimit} }},
+	{Key: Key{"process_limit", "TERP_PROCESS_LIMIT", "process-limit", "256",
+		"Processes and threads the sandbox may run at once."},
+		bind: func(c *Config) value { return intValue{&c.ProcessLimit, 1} }},
+	{Key: Key{"file_size_limit", "TERP_FILE_SIZE_LIMIT", "file-size-limit", "1GiB",
+		"Largest file code in the sandbox may write."},
+		bind: func(c *Config) value { return sizeValue{&c.FileSizeLimit} }},
+	{Key: Key{"max_download_size", "TERP_MAX_DOWNLOAD_SIZE", "max-download-size", "100MiB",
+		"Largest file terp downloads from the sandbox; bigger ones are skipped."},
+		bind: func(c *Config) value { return sizeValue{&c.MaxDownloadSize} }},
+	{Key: Key{"out_dir", "TERP_OUT_DIR", "out", "",
+		"Where saved files are downloaded; empty means a new directory per conversation in the current one."},
+		bind: func(c *Config) value { return dirValue{&c.OutDir, c.home} }},
+}
+
+// sandboxes lists the sandbox names the config accepts. docker and cpuos are accepted
+// before their backends exist so a config file written today keeps working; the CLI
+// reports a backend that is not built.
+var sandboxes = []string{"local", "docker", "cpuos"}
+
+// Keys returns every setting, in the order show and init list them.
+func Keys() []Key {
+	keys := make([]Key, len(fields))
+	for i, f := range fields {
+		keys[i] = f.Key
+	}
+	return keys
+}
+
+func lookup(name string) (field, bool) {
+	for _, f := range fields {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+func names() []string {
+	ns := make([]string, len(fields))
+	for i, f := range fields {
+		ns[i] = f.Name
+	}
+	return ns
+}

@@ -1,0 +1,29 @@
+// Package llm talks to OpenAI-compatible chat servers (vLLM, SGLang, Ollama,
+// llama.cpp, LM Studio, gpuOS) and hands the agent loop clean messages.
+//
+// Open-model servers deviate from the OpenAI wire format in many small ways:
+// tool-call ids that are missing, indexes that are missing or repeated,
+// arguments sent as JSON objects, reasoning in three different places, errors
+// in odd shapes and odd places. This package absorbs all of them, so that the
+// rest of terp never has to know which server it talks to.
+//
+// Requests are built from go-openai's request types, so the body is what the
+// OpenAI SDKs send. Replies are decoded here, streamed or not, into structs
+// that accept every variant: go-openai's response types have no `reasoning`
+// field and fail on arguments sent as an object, and its stream reader
+// silently skips llama.cpp's bare `error:` lines and error payloads it cannot
+// parse. Both kinds of reply go through the same decoder and the same
+// assembler, so a whole reply is normalized exactly like a streamed one, and
+// a server that ignores the `stream` flag is still understood.
+//
+// Transient failures (connection errors, 429, 502, 503, 504) are retried by a
+// wrapper around the http.Client's transport, the one place that still sees
+// the Retry-After header. A reply is never retried once its body has started,
+// since the caller may already have shown part of it.
+//
+// One choice the caller must know about: a reply whose whole answer arrived as
+// reasoning (content null, no tool calls, as vLLM's reasoning parsers produce
+// when a model never closes its think block) is returned with that text as
+// Content and Response.ReasoningAsAnswer set, because dropping it would leave
+// the user with no answer at all.
+package llm

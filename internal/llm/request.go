@@ -1,0 +1,82 @@
+package llm
+
+import (
+	"encoding/json"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// emptySchema stands in for a tool without parameters: servers reject a
+// function whose parameters are null.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// emptyToolOutput stands in for a tool message with no text: go-openai omits
+// an empty content, and vLLM rejects a tool message without one.
+const emptyToolOutput = "(no output)"
+
+// wireRequest converts req to go-openai's request type, so the body is the
+// one OpenAI SDKs send.
+func (c *Client) wireRequest(req Request) openai.ChatCompletionRequest {
+	w := openai.ChatCompletionRequest{
+		Model:    req.Model,
+		Messages: make([]openai.ChatCompletionMessage, 0, len(req.Messages)),
+		Stream:   c.cfg.Stream,
+	}
+	if c.cfg.Stream {
+		w.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	for _, m := range req.Messages {
+		w.Messages = append(w.Messages, wireMessage(m))
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(params) == 0 {
+			params = emptySchema
+		}
+		w.Tools = append(w.Tools, openai.Tool{
+			Type: openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{
+				Name:        t.Name,
+				Description: t.Description,
+				Parameters:  params,
+			},
+		})
+	}
+	return w
+}
+
+func wireMessage(m Message) openai.ChatCompletionMessage {
+	w := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+	if m.Role == RoleTool && w.Content == "" {
+		w.Content = emptyToolOutput
+	}
+	for _, tc := range m.ToolCalls {
+		w.ToolCalls = append(w.ToolCalls, openai.ToolCall{
+			ID:   tc.ID,
+			Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{
+				Name:      tc.Name,
+				Arguments: wireArguments(tc.Arguments),
+			},
+		})
+	}
+	return w
+}
+
+// wireArguments makes a call's arguments safe to send back in the history.
+// Servers parse them: Ollama rejects "" and anything but an object, and vLLM
+// fails the whole request on invalid JSON. The model's own text may be
+// neither (the agent answered such a call with an error), so it is sent
+// wrapped in an object that keeps it readable.
+func wireArguments(args string) string {
+	trimmed := strings.TrimSpace(args)
+	if trimmed == "" {
+		return "{}"
+	}
+	if trimmed[0] == '{' && json.Valid([]byte(trimmed)) {
+		return args
+	}
+	b, _ := json.Marshal(map[string]string{"unparsed_arguments": args})
+	return string(b)
+}
