@@ -76,8 +76,8 @@ func New(cfg Config) *Client {
 // part of the prompt (Qwen3 thinking models) shows its reasoning as content
 // until the </think> arrives; the Response has it right.
 //
-// Errors are *Error values, except for the cancellation of ctx, which returns
-// ctx.Err().
+// Errors are *Error values, except when ctx ends, which returns ctx.Err(),
+// and when a tool's Parameters are not valid JSON, a bug in the caller.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
 	body, err := json.Marshal(c.wireRequest(req))
 	if err != nil {

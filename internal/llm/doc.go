@@ -16,7 +16,8 @@
 // assembler, so a whole reply is normalized exactly like a streamed one, and
 // a server that ignores the `stream` flag is still understood.
 //
-// Transient failures (connection errors, 429, 502, 503, 504) are retried by a
+// Transient failures (connection errors, 429, 502, 503, 504, and a 500 that
+// names no lasting problem) are retried by a
 // wrapper around the http.Client's transport, the one place that still sees
 // the Retry-After header. A reply is never retried once its body has started,
 // since the caller may already have shown part of it.

@@ -265,14 +265,14 @@ func (c *Client) classify(model string, se *serverError) *Error {
 		e.Msg = c.authAdvice()
 	case se.status == http.StatusTooManyRequests:
 		e.Kind = KindRateLimited
-		e.Msg = fmt.Sprintf("The server at %s is rate limiting requests%s. Wait a minute and try again.", c.base, c.afterRetries())
+		e.Msg = fmt.Sprintf("The server at %s is rate limiting requests%s. Wait a minute and try again.", c.base, c.afterRetries(se))
 	case se.status == http.StatusBadGateway, se.status == http.StatusServiceUnavailable, se.status == http.StatusGatewayTimeout:
 		e.Kind = KindUnavailable
-		e.Msg = fmt.Sprintf("The server at %s is busy, down or still loading the model%s. Try again in a moment.", c.base, c.afterRetries())
+		e.Msg = fmt.Sprintf("The server at %s is busy, down or still loading the model%s. Try again in a moment.", c.base, c.afterRetries(se))
 	case se.streamed:
 		e.Msg = fmt.Sprintf("The server at %s failed while answering. Try again, and check the server's log if it keeps happening.", c.base)
 	default:
-		e.Msg = fmt.Sprintf("The server at %s could not answer. Check the server's message below and its log.", c.base)
+		e.Msg = fmt.Sprintf("The server at %s failed to answer. Check its message and its log.", c.base)
 	}
 	return e
 }
@@ -290,11 +290,14 @@ func (c *Client) authAdvice() string {
 	return fmt.Sprintf("The server at %s refused the API key. Set %s to a valid key for this server.", c.base, vars)
 }
 
-func (c *Client) afterRetries() string {
-	switch n := c.retry.maxRetries; n {
-	case 0:
+// afterRetries tells how many retries were spent on a failure, since "try
+// again" reads differently after five attempts.
+func (c *Client) afterRetries(se *serverError) string {
+	n := c.retry.maxRetries
+	switch {
+	case n == 0 || se.streamed:
 		return ""
-	case 1:
+	case n == 1:
 		return " (after 1 retry)"
 	default:
 		return fmt.Sprintf(" (after %d retries)", n)

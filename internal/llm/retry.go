@@ -128,6 +128,13 @@ func (t *retryTransport) delay(attempt int, resp *http.Response, err error) (tim
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	case http.StatusInternalServerError:
+		// A 500 is often a passing failure (a worker restarting, an
+		// out-of-memory batch), but servers also send it for problems no
+		// retry fixes, such as llama.cpp's missing --jinja: look first.
+		if permanent(resp) {
+			return 0, false
+		}
 	default:
 		return 0, false
 	}
@@ -137,6 +144,26 @@ func (t *retryTransport) delay(attempt int, resp *http.Response, err error) (tim
 	// Ollama's "server busy" and llama.cpp's "Loading model" 503s carry no
 	// Retry-After: back off as for any other.
 	return t.backoff(attempt), true
+}
+
+// permanent reports whether a 500 reply names a problem that sending the
+// request again cannot fix. It reads the start of the body and puts it back.
+func permanent(resp *http.Response) bool {
+	head, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil {
+		return true
+	}
+	msg := strings.ToLower(string(head))
+	for _, subs := range [][]string{toolsVLLM, toolsLlama, toolsOllama, toolsGeneric, contextFull, modelMissing} {
+		if containsAny(msg, subs) {
+			return true
+		}
+	}
+	return false
 }
 
 // backoff doubles the delay on each attempt up to maxBackoff, and randomizes

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
 // reply is both a whole chat completion and one chunk of a streamed one:
@@ -61,8 +62,8 @@ type flexText string
 func (t *flexText) UnmarshalJSON(b []byte) error {
 	switch b[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := unquote(b)
+		if err != nil {
 			return err
 		}
 		*t = flexText(s)
@@ -94,8 +95,8 @@ type flexArgs string
 func (a *flexArgs) UnmarshalJSON(b []byte) error {
 	switch b[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := unquote(b)
+		if err != nil {
 			return err
 		}
 		*a = flexArgs(s)
@@ -110,4 +111,17 @@ func (a *flexArgs) UnmarshalJSON(b []byte) error {
 		*a = flexArgs(buf.String())
 	}
 	return nil
+}
+
+// unquote decodes a JSON string the decoder has already validated. Most
+// streamed tokens have no escapes and are copied as they are, which saves a
+// second scan of every chunk.
+func unquote(b []byte) (string, error) {
+	inner := b[1 : len(b)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var s string
+	err := json.Unmarshal(b, &s)
+	return s, err
 }
