@@ -1,0 +1,245 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/local"
+)
+
+// newSandbox creates a real local sandbox for one test.
+func newSandbox(t testing.TB) sandbox.Sandbox {
+	t.Helper()
+	b, err := local.New(local.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := b.Create(context.Background(), sandbox.Options{Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sbx.Close(context.Background()) })
+	return sbx
+}
+
+func newAgent(t *testing.T, s *llmtest.Server, cfg agent.Config) *agent.Agent {
+	t.Helper()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Minute
+	}
+	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
+	return agent.New(model, newSandbox(t), cfg)
+}
+
+// collect records the events of a turn.
+type collect struct{ events []agent.Event }
+
+func (c *collect) send(e agent.Event) { c.events = append(c.events, e) }
+
+func TestSeveralCallsRunInOrderAndAreAnsweredByID(t *testing.T) {
+	first := llmtest.Reply{Calls: []llmtest.Call{
+		{ID: "call_a", Name: "run_python", Arguments: `{"code": "open('n.txt','w').write('1')\nprint('a')"}`},
+		{ID: "call_b", Name: "run_python", Arguments: `{"code": "print('b', open('n.txt').read())"}`},
+		{ID: "call_c", Name: "shell", Arguments: `{"cmd": "ls"}`},
+	}}
+	s := llmtest.New(t, llmtest.Fixed(first), func(req llmtest.Request) llmtest.Reply {
+		var got []string
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				got = append(got, m.ToolCallID+"="+m.Content)
+			}
+		}
+		if len(got) != 3 {
+			t.Fatalf("tool messages = %q, want one per call", got)
+		}
+		for i, want := range []string{`call_a={"exit_code":0,"stdout":"a\n"`, `call_b={"exit_code":0,"stdout":"b 1\n"`, `call_c={"error":"unknown tool \"shell\"`} {
+			if !strings.HasPrefix(got[i], want) {
+				t.Errorf("tool message %d = %s, want it to start with %s", i, got[i], want)
+			}
+		}
+		return llmtest.Answer("done")
+	})
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	res, err := a.Ask(context.Background(), "go", nil)
+	if err != nil || res.Answer != "done" || res.StopReason != agent.Answered {
+		t.Fatalf("Ask = %+v, %v", res, err)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != "n.txt" {
+		t.Errorf("files = %+v, want n.txt", res.Files)
+	}
+}
+
+func TestReasoningNeverGoesBackToTheModel(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.Reply{Reasoning: "private chain of thought", Calls: llmtest.RunPython("print(2+2)").Calls}),
+		llmtest.Fixed(llmtest.Reply{Content: "<think>more private thoughts</think>It is 4."}),
+		func(req llmtest.Request) llmtest.Reply {
+			b, _ := json.Marshal(req.Messages)
+			if strings.Contains(string(b), "private") {
+				t.Errorf("reasoning was sent back: %s", b)
+			}
+			return llmtest.Answer("ok")
+		})
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	var c collect
+	res, err := a.Ask(context.Background(), "2+2?", c.send)
+	if err != nil || res.Answer != "It is 4." {
+		t.Fatalf("Ask = %+v, %v; want the answer without the think block", res, err)
+	}
+	var reasoning string
+	for _, e := range c.events {
+		if r, ok := e.(agent.ReasoningDelta); ok {
+			reasoning += r.Text
+		}
+	}
+	if !strings.Contains(reasoning, "private chain of thought") || !strings.Contains(reasoning, "more private thoughts") {
+		t.Errorf("reasoning events = %q, want both thoughts shown", reasoning)
+	}
+	// The follow-up question carries the history, without reasoning.
+	if _, err := a.Ask(context.Background(), "and again?", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTimeoutKillsTheRunAndTellsTheModel(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("import subprocess, time\nsubprocess.Popen(['sleep', '300'])\nprint('started', flush=True)\ntime.sleep(300)")),
+		func(req llmtest.Request) llmtest.Reply {
+			res, err := req.ToolResult()
+			if err != nil || !res.TimedOut || !strings.Contains(res.Stdout, "started") || !strings.Contains(res.Stderr, "timeout") {
+				t.Errorf("tool result = %+v (%v), want timed_out with the output so far and a note", res, err)
+			}
+			return llmtest.RunPython("print('alive')")
+		},
+		func(req llmtest.Request) llmtest.Reply {
+			res, _ := req.ToolResult()
+			return llmtest.Answer(res.Stdout)
+		})
+	a := newAgent(t, s, agent.Config{Model: "m", Timeout: time.Second})
+	start := time.Now()
+	res, err := a.Ask(context.Background(), "sleep", nil)
+	if err != nil || res.Answer != "alive" {
+		t.Fatalf("Ask = %+v, %v; want the sandbox to work after a timeout", res, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("a 1s timeout took %s", d)
+	}
+}
+
+func TestEventsTellTheStory(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("open('/work/out.txt','w').write('hi')\nprint('wrote')")),
+		llmtest.Fixed(llmtest.Answer("Saved out.txt.")))
+	a := newAgent(t, s, agent.Config{Model: "m", MaxSteps: 4})
+	var c collect
+	if _, err := a.Ask(context.Background(), "write", c.send); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range c.events {
+		switch e := e.(type) {
+		case agent.StepStarted:
+			kinds = append(kinds, "step")
+		case agent.ToolCall:
+			kinds = append(kinds, "call")
+		case agent.ToolOutput:
+			kinds = append(kinds, "output:"+strings.TrimSpace(e.Stdout))
+		case agent.FileSaved:
+			kinds = append(kinds, "file:"+e.Path)
+		case agent.Answer:
+			kinds = append(kinds, "answer:"+e.Text)
+		}
+	}
+	want := "step call output:wrote file:out.txt step answer:Saved out.txt."
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("events = %s\nwant     %s", got, want)
+	}
+}
+
+func TestUploadsAreListedNotReportedAsSaved(t *testing.T) {
+	s := llmtest.New(t,
+		func(req llmtest.Request) llmtest.Reply {
+			if !strings.Contains(req.Messages[0].Content, "/work/data.csv (8 bytes)") {
+				t.Errorf("system prompt does not list the upload:\n%s", req.Messages[0].Content)
+			}
+			return llmtest.RunPython("import pandas as pd\nprint(pd.read_csv('data.csv').x.sum())")
+		},
+		answerWithStdout)
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	if err := a.Upload(context.Background(), "data.csv", strings.NewReader("x\n1\n2\n3\n")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Ask(context.Background(), "sum x", nil)
+	if err != nil || res.Answer != "6" {
+		t.Fatalf("Ask = %+v, %v", res, err)
+	}
+	if len(res.Files) != 0 {
+		t.Errorf("files = %+v, want none: the upload was not changed", res.Files)
+	}
+}
+
+func answerWithStdout(req llmtest.Request) llmtest.Reply {
+	res, _ := req.ToolResult()
+	return llmtest.Answer(strings.TrimSpace(res.Stdout))
+}
+
+func TestCancelStopsTheRun(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("import time\ntime.sleep(300)")))
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := a.Ask(ctx, "wait", func(e agent.Event) {
+		if _, ok := e.(agent.ToolCall); ok {
+			time.AfterFunc(300*time.Millisecond, cancel)
+		}
+	})
+	if !agent.IsCancelled(err) || res.StopReason != agent.Cancelled {
+		t.Fatalf("Ask = %+v, %v; want cancelled", res, err)
+	}
+}
+
+func TestDownloadStaysInsideTheDirectory(t *testing.T) {
+	sbx := newSandbox(t)
+	ctx := context.Background()
+	if err := sbx.WriteFile(ctx, "/work/sub/chart.png", strings.NewReader("png")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	outside := t.TempDir()
+	// A symlink planted in the output directory must not redirect the write.
+	if err := os.Symlink(outside, filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := agent.Download(ctx, sbx, "sub/chart.png", dir, 1<<20); err == nil {
+		t.Error("download followed a symlink out of the directory")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("files appeared outside the output directory: %v", entries)
+	}
+	for _, name := range []string{"../x", "/etc/passwd", "a/../../x"} {
+		if _, _, err := agent.Download(ctx, sbx, name, dir, 1<<20); err == nil {
+			t.Errorf("Download(%q) was allowed", name)
+		}
+	}
+	if err := sbx.WriteFile(ctx, "/work/big.bin", strings.NewReader(strings.Repeat("x", 2048))); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := agent.Download(ctx, sbx, "big.bin", dir, 1024); err == nil {
+		t.Error("a file over the cap was downloaded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "big.bin")); err == nil {
+		t.Error("a partial file was left under the real name")
+	}
+	p, n, err := agent.Download(ctx, sbx, "big.bin", dir, 4096)
+	if err != nil || n != 2048 || p != filepath.Join(dir, "big.bin") {
+		t.Errorf("Download = %s, %d, %v", p, n, err)
+	}
+}

@@ -1,0 +1,334 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// askOptions holds everything `terp ask` needs, parsed from its flags.
+type askOptions struct {
+	f        *Factory
+	flags    *pflag.FlagSet
+	question []string
+	files    []string
+	json     bool
+}
+
+// runFlags are the configuration flags shared by the commands that run the
+// loop.
+var runFlags = []string{
+	"out", "base-url", "model", "sandbox", "max-steps", "timeout", "sandbox-timeout",
+	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
+	"file-size-limit", "max-download-size",
+}
+
+func newCmdAsk(f *Factory, runF func(context.Context, *askOptions) error) *cobra.Command {
+	opts := &askOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "ask [flags] [QUESTION...]",
+		Short: "Ask one question and get the answer, computed in a sandbox",
+		Long: `Ask sends the question to the model, runs the Python it writes in a sandbox
+until it answers, prints the answer on stdout and downloads the files the code
+saved. With no QUESTION, or "-", the question is read from stdin.
+
+Progress (each step's code and output) goes to stderr when it is a terminal.
+
+Exit codes: 0 answered, 1 runtime error (model API, sandbox), 2 usage or
+configuration error, 3 step cap reached without an answer, 130 interrupted.`,
+		Example: `  terp ask -f examples/sales.csv "Plot revenue per month to chart.png and tell me which month grew the most."
+  terp ask --json -f data.csv "How many rows have a missing price?" | jq .answer
+  echo "What is the 100th prime?" | terp ask
+  terp ask --base-url http://localhost:11434/v1 --model qwen3:8b "Fit a line to y=2x+1 noise"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.question = args
+			opts.flags = cmd.Flags()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runAsk(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&opts.files, "file", "f", nil, "upload `PATH` to /work/<basename> before the first step (repeatable)")
+	fl.BoolVar(&opts.json, "json", false, "print one JSON object on stdout and nothing else")
+	addConfigFlags(fl, runFlags...)
+	return cmd
+}
+
+// readQuestion joins the arguments, or reads stdin for none or "-".
+func readQuestion(opts *askOptions) (string, error) {
+	q := strings.Join(opts.question, " ")
+	if len(opts.question) == 0 || q == "-" {
+		if len(opts.question) == 0 && opts.f.IO.StdinTTY {
+			return "", usagef("no question: give it as arguments (terp ask \"...\") or on stdin (terp ask - < question.txt)")
+		}
+		b, err := io.ReadAll(io.LimitReader(opts.f.IO.In, 1<<20))
+		if err != nil {
+			return "", fmt.Errorf("read the question from stdin: %w", err)
+		}
+		q = string(b)
+	}
+	if strings.TrimSpace(q) == "" {
+		return "", usagef("the question is empty")
+	}
+	return strings.TrimSpace(q), nil
+}
+
+// checkUploads makes sure every file can be read before any model call, so a
+// typo costs nothing, and that no two land on the same name in /work.
+func checkUploads(paths []string) error {
+	seen := map[string]string{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return usagef("cannot upload %s: %v", p, unwrapPath(err))
+		}
+		if !st.Mode().IsRegular() {
+			return usagef("cannot upload %s: not a regular file", p)
+		}
+		fh, err := os.Open(p)
+		if err != nil {
+			return usagef("cannot upload %s: %v", p, unwrapPath(err))
+		}
+		fh.Close()
+		name := filepath.Base(p)
+		if prev, ok := seen[name]; ok {
+			return usagef("%s and %s would both be uploaded as /work/%s; rename one", prev, p, name)
+		}
+		seen[name] = p
+	}
+	return nil
+}
+
+// unwrapPath drops the path from a *PathError, which the message already names.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func newConversationID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func runAsk(ctx context.Context, opts *askOptions) error {
+	f := opts.f
+	cfg, err := f.Config(opts.flags)
+	if err != nil {
+		return err
+	}
+	question, err := readQuestion(opts)
+	if err != nil {
+		return err
+	}
+	if err := checkUploads(opts.files); err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+	}
+
+	backend, err := f.NewBackend(cfg)
+	if err != nil {
+		return err
+	}
+	sbx, err := backend.Create(ctx, sandbox.Options{
+		Timeout: cfg.SandboxTimeout,
+		Limits: sandbox.Limits{
+			MemoryBytes:   cfg.MemoryLimit,
+			Processes:     cfg.ProcessLimit,
+			FileSizeBytes: cfg.FileSizeLimit,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("create the %s sandbox: %w", cfg.Sandbox, err)
+	}
+	defer func() {
+		// The work's context may be cancelled by now; cleaning up must
+		// still happen.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := sbx.Close(cctx); err != nil {
+			fmt.Fprintln(f.IO.ErrOut, "warning: removing the sandbox: "+err.Error())
+		}
+	}()
+
+	a := agent.New(f.NewModel(cfg), sbx, agent.Config{
+		Model:     cfg.Model,
+		MaxSteps:  cfg.MaxSteps,
+		Timeout:   cfg.Timeout,
+		MaxStdout: cfg.MaxStdout,
+		MaxStderr: cfg.MaxStderr,
+	})
+	for _, p := range opts.files {
+		if err := upload(ctx, a, p); err != nil {
+			return err
+		}
+	}
+
+	id := newConversationID()
+	res, runErr := runTurn(ctx, f, a, question, !opts.json && f.IO.StderrTTY)
+	files, dlErr := download(ctx, f, sbx, cfg, id, res.Files)
+	if dlErr != nil && runErr == nil {
+		runErr = dlErr
+	}
+
+	if opts.json {
+		return printJSON(f.IO.Out, id, res, files, runErr)
+	}
+	return printAnswer(f.IO.Out, res, files, runErr)
+}
+
+func upload(ctx context.Context, a *agent.Agent, path string) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return usagef("cannot upload %s: %v", path, unwrapPath(err))
+	}
+	defer fh.Close()
+	return a.Upload(ctx, filepath.Base(path), fh)
+}
+
+// runTurn runs the loop, showing progress on stderr when show is set. Events
+// are consumed on their own goroutine, so a slow terminal never holds up the
+// loop (text deltas are dropped first).
+func runTurn(ctx context.Context, f *Factory, a *agent.Agent, question string, show bool) (agent.Result, error) {
+	events := agent.NewEvents(256)
+	done := make(chan struct{})
+	p := &progress{w: f.IO.ErrOut, styles: newStyles(lipgloss.NewRenderer(f.IO.ErrOut))}
+	go func() {
+		defer close(done)
+		for e := range events.C {
+			if show {
+				p.handle(e)
+			}
+		}
+	}()
+	res, err := a.Ask(ctx, question, events.Send)
+	events.Close()
+	<-done
+	return res, err
+}
+
+// savedFile is one downloaded file, as `ask --json` reports it.
+type savedFile struct {
+	Path        string `json:"path"`
+	SandboxPath string `json:"sandbox_path"`
+	Bytes       int64  `json:"bytes"`
+}
+
+// download fetches the files the code saved into the output directory: the
+// configured one, or a new directory per conversation under the current one.
+// A file over the size cap is skipped with a warning; the others still come.
+func download(ctx context.Context, f *Factory, sbx sandbox.Sandbox, cfg *config.Config, id string, files []sandbox.FileInfo) ([]savedFile, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	// Downloads happen even after Ctrl+C: the files are the user's results.
+	ctx = context.WithoutCancel(ctx)
+	dir := cfg.OutDir
+	if dir == "" {
+		dir = "terp-" + id
+	}
+	var out []savedFile
+	var errs []error
+	for _, fi := range files {
+		if fi.Size > cfg.MaxDownloadSize {
+			fmt.Fprintf(f.IO.ErrOut, "warning: skipped /work/%s: %s is over max_download_size (%s)\n",
+				safeText(fi.Path), humanBytes(fi.Size), humanBytes(cfg.MaxDownloadSize))
+			continue
+		}
+		p, n, err := agent.Download(ctx, sbx, fi.Path, dir, cfg.MaxDownloadSize)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, savedFile{Path: p, SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: n})
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// askJSON is the object `ask --json` prints, part of the CLI contract.
+type askJSON struct {
+	ConversationID string      `json:"conversation_id"`
+	Answer         string      `json:"answer"`
+	StopReason     string      `json:"stop_reason"`
+	Steps          int         `json:"steps"`
+	Files          []savedFile `json:"files"`
+	Usage          llm.Usage   `json:"usage"`
+	Error          string      `json:"error,omitempty"`
+}
+
+func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runErr error) error {
+	out := askJSON{
+		ConversationID: id,
+		Answer:         res.Answer,
+		StopReason:     string(res.StopReason),
+		Steps:          res.Steps,
+		Files:          files,
+		Usage:          res.Usage,
+	}
+	if out.Files == nil {
+		out.Files = []savedFile{}
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		out.Error = runErr.Error()
+		if out.StopReason == string(agent.Answered) {
+			out.StopReason = string(agent.Errored)
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	return outcome(res, runErr)
+}
+
+func printAnswer(w io.Writer, res agent.Result, files []savedFile, runErr error) error {
+	if res.Answer != "" {
+		fmt.Fprintln(w, safeText(res.Answer))
+	}
+	if len(files) > 0 {
+		fmt.Fprintln(w, "\nFiles:")
+		for _, fl := range files {
+			fmt.Fprintf(w, "  %s (%s)\n", safeText(fl.Path), humanBytes(fl.Bytes))
+		}
+	}
+	return outcome(res, runErr)
+}
+
+// outcome is the error that sets the exit code once the result is printed.
+func outcome(res agent.Result, runErr error) error {
+	switch {
+	case runErr != nil:
+		return runErr
+	case res.StopReason == agent.MaxSteps:
+		return silentError{code: exitMaxSteps}
+	}
+	return nil
+}

@@ -1,0 +1,343 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/llm/llmtest"
+)
+
+// result is what one terp invocation left for its user.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// terp runs one command line the way the binary would, with env as the
+// whole environment, a real local sandbox under a temporary data directory
+// and stdin as given.
+func terp(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	home := t.TempDir()
+	full := map[string]string{
+		"HOME":            home,
+		"XDG_CONFIG_HOME": filepath.Join(home, "config"),
+		"XDG_DATA_HOME":   filepath.Join(home, "data"),
+	}
+	for k, v := range env {
+		full[k] = v
+	}
+	var out, errOut bytes.Buffer
+	f := NewFactory()
+	f.IO = IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
+	f.Getenv = func(k string) string { return full[k] }
+	code := Run(context.Background(), f, args)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+func serverEnv(s *llmtest.Server) map[string]string {
+	return map[string]string{"TERP_BASE_URL": s.BaseURL(), "TERP_MODEL": "test-model"}
+}
+
+// salesCSV writes the example data set into a temporary directory.
+func salesCSV(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("../../examples/sales.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "sales.csv")
+	if err := os.WriteFile(p, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const growthCode = `import pandas as pd
+import matplotlib.pyplot as plt
+df = pd.read_csv("/work/sales.csv")
+growth = df["revenue"].diff()
+best = growth.idxmax()
+df.plot(x="month", y="revenue")
+plt.savefig("/work/chart.png")
+print(df["month"][best], int(growth[best]))
+`
+
+// answerFromTool answers with what the code printed: if the tool path is
+// broken, the answer is wrong.
+func answerFromTool(t *testing.T) llmtest.Step {
+	return func(req llmtest.Request) llmtest.Reply {
+		res, err := req.ToolResult()
+		if err != nil {
+			t.Errorf("tool message is not terp's JSON: %v", err)
+		}
+		return llmtest.Answer("The month that grew the most: " + strings.TrimSpace(res.Stdout))
+	}
+}
+
+func TestAskComputesTheAnswerInTheSandbox(t *testing.T) {
+	for _, stream := range []string{"true", "false"} {
+		t.Run("stream="+stream, func(t *testing.T) {
+			s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(growthCode)), answerFromTool(t))
+			env := serverEnv(s)
+			env["TERP_STREAM"] = stream
+			out := filepath.Join(t.TempDir(), "out")
+			r := terp(t, env, "", "ask", "--json", "-o", out, "-f", salesCSV(t), "Which month grew the most?")
+			if r.code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+			}
+			var got askJSON
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
+			}
+			if want := "The month that grew the most: 2025-12 26450"; got.Answer != want {
+				t.Errorf("answer = %q, want %q", got.Answer, want)
+			}
+			if got.StopReason != "answered" || got.Steps != 2 {
+				t.Errorf("stop_reason %q after %d steps, want answered after 2", got.StopReason, got.Steps)
+			}
+			if got.Usage.TotalTokens != 220 {
+				t.Errorf("usage = %+v, want 220 tokens over two requests", got.Usage)
+			}
+			if len(got.Files) != 1 || got.Files[0].SandboxPath != "/work/chart.png" {
+				t.Fatalf("files = %+v, want only /work/chart.png", got.Files)
+			}
+			png, err := os.ReadFile(got.Files[0].Path)
+			if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) || int64(len(png)) != got.Files[0].Bytes {
+				t.Errorf("downloaded chart at %s is not the PNG reported (%d bytes): %v", got.Files[0].Path, len(png), err)
+			}
+			// The model was told where the data is.
+			if sys := s.Requests()[0].Messages[0].Content; !strings.Contains(sys, "/work/sales.csv") {
+				t.Errorf("system prompt does not list the upload:\n%s", sys)
+			}
+		})
+	}
+}
+
+func TestAskPlainOutputListsFiles(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(growthCode)), answerFromTool(t))
+	out := filepath.Join(t.TempDir(), "out")
+	r := terp(t, serverEnv(s), "", "ask", "-o", out, "-f", salesCSV(t), "Which month grew the most?")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	want := fmt.Sprintf("The month that grew the most: 2025-12 26450\n\nFiles:\n  %s (", filepath.Join(out, "chart.png"))
+	if !strings.HasPrefix(r.stdout, want) {
+		t.Errorf("stdout =\n%s\nwant it to start with\n%s", r.stdout, want)
+	}
+}
+
+func TestAskReadsTheQuestionFromStdin(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("forty-two")))
+	r := terp(t, serverEnv(s), "what is six times seven?\n", "ask")
+	if r.code != 0 || r.stdout != "forty-two\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	if q := s.Requests()[0].Messages[1].Content; q != "what is six times seven?" {
+		t.Errorf("question sent = %q", q)
+	}
+}
+
+func TestAskStepCap(t *testing.T) {
+	loop := llmtest.Fixed(llmtest.RunPython("print('still going')"))
+	s := llmtest.New(t, loop, loop)
+	r := terp(t, serverEnv(s), "", "ask", "--json", "--max-steps", "2", "count forever")
+	if r.code != exitMaxSteps {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, exitMaxSteps, r.stderr)
+	}
+	var got askJSON
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.StopReason != "max_steps" || got.Steps != 2 || !strings.Contains(got.Answer, "step cap") {
+		t.Errorf("got %+v, want stop_reason max_steps after 2 steps and an answer naming the cap", got)
+	}
+}
+
+func TestAskRecoversFromInvalidArguments(t *testing.T) {
+	bad := llmtest.Reply{Calls: []llmtest.Call{{Name: "run_python", Arguments: `{"code": "print(1)`}}}
+	s := llmtest.New(t,
+		llmtest.Fixed(bad),
+		func(req llmtest.Request) llmtest.Reply {
+			res, _ := req.ToolResult()
+			if !strings.Contains(res.Error, "not valid JSON") {
+				t.Errorf("the model was not told its arguments were invalid: %q", req.LastTool())
+			}
+			return llmtest.RunPython("print(6*7)")
+		},
+		answerFromTool(t))
+	r := terp(t, serverEnv(s), "", "ask", "six times seven?")
+	if r.code != 0 || !strings.Contains(r.stdout, "42") {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestAskBadInput(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + closed.Addr().String() + "/v1"
+	closed.Close()
+
+	brokenConfig := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(brokenConfig, []byte("model = \"x\"\nmax_steps = \"ten\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		code    int
+		stderrs []string
+	}{
+		{
+			name:    "missing upload",
+			args:    []string{"ask", "-f", "/nonexistent/sales.csv", "q"},
+			code:    exitUsage,
+			stderrs: []string{"/nonexistent/sales.csv", "no such file"},
+		},
+		{
+			name:    "broken config",
+			args:    []string{"--config", brokenConfig, "ask", "q"},
+			code:    exitUsage,
+			stderrs: []string{"config.toml:2", "max_steps"},
+		},
+		{
+			name:    "unknown flag",
+			args:    []string{"ask", "--max-stesp", "3", "q"},
+			code:    exitUsage,
+			stderrs: []string{"--max-stesp"},
+		},
+		{
+			name:    "bad flag value",
+			args:    []string{"ask", "--timeout", "soon", "q"},
+			code:    exitUsage,
+			stderrs: []string{"--timeout"},
+		},
+		{
+			name:    "unknown command",
+			args:    []string{"aks", "q"},
+			code:    exitUsage,
+			stderrs: []string{`unknown command "aks"`},
+		},
+		{
+			name:    "unreachable endpoint",
+			env:     map[string]string{"TERP_BASE_URL": deadURL},
+			args:    []string{"ask", "q"},
+			code:    exitError,
+			stderrs: []string{closed.Addr().String()},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := terp(t, tt.env, "", tt.args...)
+			if r.code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tt.code, r.stderr)
+			}
+			for _, want := range tt.stderrs {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestAskUnauthorizedNamesTheVariable(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Reply{Status: 401, Body: `{"error":{"message":"Invalid API key","type":"invalid_request_error"}}`}))
+	r := terp(t, serverEnv(s), "", "ask", "q")
+	if r.code != exitError {
+		t.Fatalf("exit %d, want %d", r.code, exitError)
+	}
+	for _, want := range []string{"TERP_API_KEY", "GPUOS_API_KEY"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not name %s:\n%s", want, r.stderr)
+		}
+	}
+}
+
+func TestAskRetriesAServerError(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.Reply{Status: 503, Body: `{"error":{"message":"server busy, please try again."}}`}),
+		llmtest.Fixed(llmtest.Answer("fine now")))
+	r := terp(t, serverEnv(s), "", "ask", "q")
+	if r.code != 0 || r.stdout != "fine now\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestAPIKeyNeverEntersTheSandbox(t *testing.T) {
+	const secret = "sk-terp-test-secret-0123456789"
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython(`import os
+print(sorted(os.environ))
+print(open("/proc/self/environ","rb").read().count(b"sk-terp"))`)),
+		func(req llmtest.Request) llmtest.Reply {
+			if strings.Contains(req.LastTool(), "sk-terp") || strings.Contains(req.LastTool(), "GPUOS") {
+				t.Errorf("the sandbox saw the API key: %s", req.LastTool())
+			}
+			return llmtest.Answer("ok")
+		})
+	env := serverEnv(s)
+	env["GPUOS_API_KEY"] = secret
+	r := terp(t, env, "", "ask", "q")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, secret) {
+		t.Error("the key was printed")
+	}
+}
+
+func TestConfigShowSaysWhereValuesCameFrom(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "terp.toml")
+	if err := os.WriteFile(path, []byte("# mine\nmodel = \"from-file\"\nmax_steps = 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := terp(t, map[string]string{"TERP_MAX_STEPS": "6", "GPUOS_API_KEY": "sk-abcdefghijklmnop1234"}, "",
+		"--config", path, "config", "show")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"from-file", path + ":2", "env TERP_MAX_STEPS", "sk-a…1234"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("config show does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "sk-abcdefghijklmnop1234") {
+		t.Error("config show printed the whole key")
+	}
+}
+
+func TestConfigInitWritesALoadableFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c", "config.toml")
+	if r := terp(t, nil, "", "--config", path, "config", "init"); r.code != 0 {
+		t.Fatalf("init: exit %d: %s", r.code, r.stderr)
+	}
+	if r := terp(t, nil, "", "--config", path, "config", "init"); r.code != exitUsage || !strings.Contains(r.stderr, "--force") {
+		t.Errorf("second init: exit %d, stderr %q; want a refusal naming --force", r.code, r.stderr)
+	}
+	if _, err := config.Load(config.LoadOptions{Path: path, Getenv: func(string) string { return "" }}); err != nil {
+		t.Errorf("the written template does not load: %v", err)
+	}
+}
+
+func TestEveryCommandHasHelpWithExamples(t *testing.T) {
+	for _, args := range [][]string{{"ask"}, {"config"}, {"config", "init"}, {"config", "show"}, {"config", "path"}, {"version"}} {
+		r := terp(t, nil, "", append(args, "--help")...)
+		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") {
+			t.Errorf("terp %s --help: exit %d, no examples:\n%s", strings.Join(args, " "), r.code, r.stdout)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/local"
+)
+
+// IOStreams are the process's standard streams and what is known of them.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	// StdinTTY and StderrTTY tell whether a person is at the other end:
+	// progress is shown only then, and a question is never awaited from
+	// an interactive stdin without a prompt.
+	StdinTTY  bool
+	StderrTTY bool
+}
+
+// Factory builds terp's dependencies once, lazily, in one place. Commands
+// ask it for what they need; tests replace its fields.
+type Factory struct {
+	IO     IOStreams
+	Getenv func(string) string
+	// ConfigPath is the global --config flag.
+	ConfigPath string
+
+	// NewModel builds the model client from the configuration.
+	NewModel func(*config.Config) agent.Completer
+	// NewBackend builds the sandbox backend the configuration names.
+	NewBackend func(*config.Config) (sandbox.Backend, error)
+}
+
+// NewFactory returns the factory for a real process.
+func NewFactory() *Factory {
+	f := &Factory{
+		IO: IOStreams{
+			In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
+			StdinTTY:  term.IsTerminal(int(os.Stdin.Fd())),
+			StderrTTY: term.IsTerminal(int(os.Stderr.Fd())),
+		},
+		Getenv:   os.Getenv,
+		NewModel: newModel,
+	}
+	f.NewBackend = func(cfg *config.Config) (sandbox.Backend, error) { return newBackend(cfg, f.DataDir()) }
+	return f
+}
+
+// Config loads the configuration in its documented order, applying the
+// flags of the running command that the user set.
+func (f *Factory) Config(flags *pflag.FlagSet) (*config.Config, error) {
+	return config.Load(config.LoadOptions{Path: f.ConfigPath, Getenv: f.Getenv, Flags: flags})
+}
+
+// DataDir is where terp keeps sandboxes' work directories.
+func (f *Factory) DataDir() string { return config.DataDir(f.Getenv) }
+
+func newModel(cfg *config.Config) agent.Completer {
+	key, _ := cfg.APIKey()
+	return llm.New(llm.Config{
+		BaseURL:   cfg.BaseURL,
+		APIKey:    key,
+		APIKeyEnv: cfg.APIKeyEnv,
+		Stream:    cfg.Stream,
+	})
+}
+
+func newBackend(cfg *config.Config, dataDir string) (sandbox.Backend, error) {
+	switch cfg.Sandbox {
+	case "local":
+		return local.New(local.Config{Root: filepath.Join(dataDir, "sandboxes")})
+	default:
+		return nil, usagef("the %s sandbox is not built yet; use --sandbox local (the default)", cfg.Sandbox)
+	}
+}
+
+// shorthands are the one-letter forms of configuration flags.
+var shorthands = map[string]string{"out": "o"}
+
+// textValue is a flag that keeps the text it was given. Configuration flags
+// are all text here: package config parses them exactly as it parses the
+// same value from a file or the environment, and names the flag when the
+// value is bad.
+type textValue struct{ s, typ string }
+
+func (v *textValue) String() string     { return v.s }
+func (v *textValue) Set(s string) error { v.s = s; return nil }
+func (v *textValue) Type() string       { return v.typ }
+
+// kindOf names the kind of value a default is, for the flag's help.
+func kindOf(def string) string {
+	if _, err := strconv.Atoi(def); err == nil {
+		return "int"
+	}
+	if _, err := time.ParseDuration(def); err == nil {
+		return "duration"
+	}
+	switch {
+	case def == "true" || def == "false":
+		return "bool"
+	case strings.HasSuffix(def, "iB"):
+		return "size"
+	}
+	return "string"
+}
+
+// addConfigFlags registers the flags that set configuration keys, so their
+// names and help come from the one table in package config.
+func addConfigFlags(fs *pflag.FlagSet, names ...string) {
+	keys := map[string]config.Key{}
+	for _, k := range config.Keys() {
+		if k.Flag != "" {
+			keys[k.Flag] = k
+		}
+	}
+	for _, name := range names {
+		k, ok := keys[name]
+		if !ok {
+			panic(fmt.Sprintf("cli: no configuration key has the flag --%s", name))
+		}
+		usage := k.Description
+		if k.Env != "" {
+			usage += " (env " + k.Env + ")"
+		}
+		fl := fs.VarPF(&textValue{typ: kindOf(k.Default)}, name, shorthands[name], usage)
+		fl.DefValue = k.Default
+		if k.Default == "true" || k.Default == "false" {
+			fl.NoOptDefVal = "true"
+		}
+	}
+}

@@ -1,0 +1,312 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+var (
+	_ sandbox.Backend = (*Backend)(nil)
+	_ sandbox.Sandbox = (*Sandbox)(nil)
+)
+
+// Defaults for what sandbox.Options leaves at zero.
+const (
+	DefaultTimeout       = 30 * time.Minute
+	DefaultMemoryBytes   = 2 << 30
+	DefaultProcesses     = 256
+	DefaultFileSizeBytes = 1 << 30
+)
+
+// DefaultPython is the interpreter commands get when Config.Python is empty.
+// It is Debian's, whose numpy, pandas and matplotlib come from apt and live
+// under /usr, the one host tree the sandbox sees.
+const DefaultPython = "/usr/bin/python3"
+
+// Config configures the bubblewrap backend.
+type Config struct {
+	// Root is the host directory holding one subdirectory per sandbox,
+	// normally $XDG_DATA_HOME/terp/sandboxes. It is created, private to the
+	// user, if missing. Empty means that default.
+	Root string
+	// Python is the interpreter that "python3" and "python" at the start of a
+	// command resolve to. It must live under /usr. Empty means DefaultPython.
+	Python string
+	// BwrapPath is the bubblewrap binary. Empty means "bwrap" looked up in
+	// PATH.
+	BwrapPath string
+}
+
+// Backend creates bubblewrap sandboxes under one root directory. It is safe
+// for concurrent use.
+type Backend struct {
+	cfg      Config
+	features bwrapFeatures
+	layout   []string // the host part of every command line, see hostLayout
+	limits   *limitHost
+
+	checkMu sync.Mutex
+	checked bool
+}
+
+// New checks that bubblewrap and Python are installed and prepares the root
+// directory. The errors say what to install; New does not start a sandbox
+// (Check does, and Create calls it once).
+func New(cfg Config) (*Backend, error) {
+	if cfg.BwrapPath == "" {
+		cfg.BwrapPath = "bwrap"
+	}
+	bwrap, err := exec.LookPath(cfg.BwrapPath)
+	if err != nil {
+		return nil, &SetupError{
+			Problem: "bubblewrap is not installed",
+			Fix:     "run `sudo apt-get install bubblewrap` (Debian/Ubuntu) or `sudo dnf install bubblewrap`",
+			Err:     err,
+		}
+	}
+	cfg.BwrapPath = bwrap
+
+	if cfg.Python == "" {
+		cfg.Python = DefaultPython
+	}
+	if err := checkPython(cfg.Python); err != nil {
+		return nil, err
+	}
+
+	if cfg.Root == "" {
+		cfg.Root, err = defaultRoot()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Root, err = filepath.Abs(cfg.Root); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
+		return nil, fmt.Errorf("local sandbox: %w", err)
+	}
+
+	features, err := probeFeatures(bwrap)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{
+		cfg:      cfg,
+		features: features,
+		layout:   hostLayout(),
+		limits:   detectLimits(),
+	}, nil
+}
+
+// LimitsMechanism says how resource limits are enforced on this machine:
+// "cgroup v2", "cgroup v1" or "rlimit". Cgroups limit the memory a sandbox
+// really uses and count its processes exactly; rlimits are the fallback and
+// cap address space (which over-counts what BLAS and glibc reserve) and
+// processes per user. The file size limit is always an rlimit.
+func (b *Backend) LimitsMechanism() string { return b.limits.kind.String() }
+
+// Root is the directory holding the sandboxes.
+func (b *Backend) Root() string { return b.cfg.Root }
+
+// Check runs a trivial command in a throwaway sandbox: it proves that bwrap
+// can create namespaces here and that the sandbox's Python has numpy, pandas
+// and matplotlib. Create calls it once per Backend; `terp doctor` may call it
+// directly.
+func (b *Backend) Check(ctx context.Context) error {
+	b.checkMu.Lock()
+	defer b.checkMu.Unlock()
+	if b.checked {
+		return nil
+	}
+	if err := b.probe(ctx); err != nil {
+		return err
+	}
+	b.checked = true
+	return nil
+}
+
+// Create makes a new sandbox directory and returns it as a *Sandbox. Zero
+// fields of opt get the defaults above: a 30 minute lifetime, 2 GiB of
+// memory, 256 processes and 1 GiB files. The lifetime only stops new
+// commands; files stay readable until Close.
+func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sandbox, error) {
+	if err := b.Check(ctx); err != nil {
+		return nil, err
+	}
+	return b.create(ctx, opt)
+}
+
+func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, error) {
+	m := meta{
+		Created: time.Now().UTC(),
+		Timeout: opt.Timeout,
+		Limits:  opt.Limits,
+		Network: opt.Network,
+	}
+	m.fillDefaults()
+	for range 10 {
+		id, err := newID()
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(b.cfg.Root, id)
+		if err := os.Mkdir(dir, 0o700); errors.Is(err, os.ErrExist) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+		m.ID = id
+		s, err := b.open(dir, m)
+		if err != nil {
+			_ = removeTree(dir)
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, errors.New("create sandbox: could not find a free id")
+}
+
+// Resume reopens a paused sandbox. Its files are as the code left them; its
+// lifetime (Options.Timeout) starts again from now. A session whose directory
+// is gone returns an error wrapping sandbox.ErrExpired.
+func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.Sandbox, error) {
+	if err := b.Check(ctx); err != nil {
+		return nil, err
+	}
+	if !idPattern.MatchString(string(id)) {
+		return nil, fmt.Errorf("resume sandbox %q: not a local sandbox id: %w", id, sandbox.ErrExpired)
+	}
+	dir := filepath.Join(b.cfg.Root, string(id))
+	m, err := readMeta(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("resume sandbox %s: %w", id, sandbox.ErrExpired)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "work")); err != nil {
+		return nil, fmt.Errorf("resume sandbox %s: %w", id, sandbox.ErrExpired)
+	}
+	return b.open(dir, m)
+}
+
+// open prepares an existing or new sandbox directory for use: its metadata,
+// the synthesized /etc files and the cgroup.
+func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o755); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	if err := writeEtc(filepath.Join(dir, "etc")); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	if err := writeMeta(dir, m); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	cg, err := b.limits.create(m.ID, m.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	return &Sandbox{
+		b:        b,
+		id:       m.ID,
+		dir:      dir,
+		work:     filepath.Join(dir, "work"),
+		meta:     m,
+		cgroup:   cg,
+		deadline: time.Now().Add(m.Timeout),
+		procs:    make(map[*proc]struct{}),
+	}, nil
+}
+
+// idPattern is what newID makes. Resume checks it so that a session id can
+// never name a path outside Root.
+var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+func newID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// defaultRoot is $XDG_DATA_HOME/terp/sandboxes, falling back to
+// ~/.local/share as the XDG base directory specification says.
+func defaultRoot() (string, error) {
+	data := os.Getenv("XDG_DATA_HOME")
+	if data == "" || !filepath.IsAbs(data) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("local sandbox: no Config.Root and no home directory: %w", err)
+		}
+		data = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(data, "terp", "sandboxes"), nil
+}
+
+// pythonPackages is what the sandbox's Python must be able to import, with
+// the Debian packages that provide it.
+var pythonPackages = []string{"numpy", "pandas", "matplotlib"}
+
+func pythonFix() string {
+	var deb []string
+	for _, p := range pythonPackages {
+		deb = append(deb, "python3-"+p)
+	}
+	list := strings.Join(deb, " ")
+	return "run `sudo apt-get install python3 " + list + "` (Debian/Ubuntu) or `sudo dnf install python3 " + list + "`"
+}
+
+// checkPython makes sure the interpreter exists and lives under /usr, the
+// only host tree bound into the sandbox; a pyenv or venv interpreter under
+// $HOME would not be visible there.
+func checkPython(python string) error {
+	if !filepath.IsAbs(python) {
+		return &SetupError{
+			Problem: fmt.Sprintf("the sandbox Python %q is not an absolute path", python),
+			Fix:     "set it to " + DefaultPython,
+		}
+	}
+	if _, err := os.Stat(python); err != nil {
+		return &SetupError{
+			Problem: fmt.Sprintf("python3 is not installed at %s", python),
+			Fix:     pythonFix(),
+			Err:     err,
+		}
+	}
+	resolved, err := filepath.EvalSymlinks(python)
+	if err != nil {
+		return err
+	}
+	if !hostVisible(python) || !strings.HasPrefix(resolved, "/usr/") {
+		return &SetupError{
+			Problem: fmt.Sprintf("the sandbox Python %s is outside /usr, which is all the sandbox sees of the host", python),
+			Fix:     "use " + DefaultPython + " and " + pythonFix(),
+		}
+	}
+	return nil
+}
+
+// SetupError is returned when this machine cannot run local sandboxes. It
+// says what is wrong and what the user should do about it.
+type SetupError struct {
+	Problem string // what is wrong, e.g. "bubblewrap is not installed"
+	Fix     string // what to do, e.g. "run `sudo apt-get install bubblewrap`"
+	Err     error  // the underlying cause, if any
+}
+
+func (e *SetupError) Error() string { return e.Problem + ": " + e.Fix }
+
+func (e *SetupError) Unwrap() error { return e.Err }
