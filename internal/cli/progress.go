@@ -58,7 +58,7 @@ func (p *progress) handle(e agent.Event) {
 		fmt.Fprint(p.w, s.dim.Render(oneLine(safeText(e.Text))))
 	case agent.ToolCall:
 		if e.Code != "" {
-			fmt.Fprintln(p.w, s.code.Render(indent(excerpt(safeText(e.Code), codeLines), "  ")))
+			fmt.Fprintln(p.w, renderLines(s.code, indent(excerpt(safeText(strings.TrimRight(e.Code, "\n")), codeLines), "  ")))
 		}
 	case agent.ToolOutput:
 		p.output(e)
@@ -88,8 +88,19 @@ func (p *progress) output(e agent.ToolOutput) {
 		fmt.Fprintln(p.w, indent(excerpt(safeText(out), outputLines), "  │ "))
 	}
 	if out := strings.TrimRight(e.Stderr, "\n"); out != "" {
-		fmt.Fprintln(p.w, s.err.Render(indent(tail(safeText(out), outputLines), "  │ ")))
+		fmt.Fprintln(p.w, renderLines(s.err, indent(tail(safeText(out), outputLines), "  │ ")))
 	}
+}
+
+// renderLines styles each line on its own: lipgloss pads a multi-line block
+// to its widest line, which wraps every line of long code on a narrow
+// terminal.
+func renderLines(st lipgloss.Style, s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = st.Render(l)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // excerpt keeps the first n lines of s and says how many were left out.
