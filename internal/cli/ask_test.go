@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
@@ -268,7 +270,7 @@ func TestAskUnauthorizedNamesTheVariable(t *testing.T) {
 
 func TestAskRetriesAServerError(t *testing.T) {
 	s := llmtest.New(t,
-		llmtest.Fixed(llmtest.Reply{Status: 503, Body: `{"error":{"message":"server busy, please try again."}}`}),
+		llmtest.Fixed(llmtest.Reply{Status: 500, Body: `{"error":{"message":"CUDA error: an illegal memory access was encountered"}}`}),
 		llmtest.Fixed(llmtest.Answer("fine now")))
 	r := terp(t, serverEnv(s), "", "ask", "q")
 	if r.code != 0 || r.stdout != "fine now\n" {
@@ -339,5 +341,56 @@ func TestEveryCommandHasHelpWithExamples(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") {
 			t.Errorf("terp %s --help: exit %d, no examples:\n%s", strings.Join(args, " "), r.code, r.stdout)
 		}
+	}
+}
+
+// TestInterruptKeepsWhatWasSaved sends SIGINT to a real terp process while
+// the code runs: terp stops the run, still downloads what earlier steps
+// saved, reports the turn as cancelled and exits 130.
+func TestInterruptKeepsWhatWasSaved(t *testing.T) {
+	bin := terpBinary(t)
+	started := make(chan struct{})
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("open('/work/partial.txt', 'w').write('kept')")),
+		func(llmtest.Request) llmtest.Reply {
+			close(started)
+			return llmtest.RunPython("import time\ntime.sleep(300)")
+		})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "ask", "--json", "-o", out, "work slowly")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_DATA_HOME=" + filepath.Join(dir, "data"),
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "TERP_BASE_URL=" + s.BaseURL()}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second step never started")
+	}
+	time.Sleep(500 * time.Millisecond) // let the sleeping code start
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d (%v), want %d; stderr:\n%s", code, err, exitInterrupted, stderr.String())
+	}
+	var got askJSON
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	if got.StopReason != "cancelled" {
+		t.Errorf("stop_reason = %q, want cancelled", got.StopReason)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "partial.txt")); err != nil || string(b) != "kept" {
+		t.Errorf("the file saved before the interrupt was not downloaded: %q, %v", b, err)
+	}
+	// The sandbox is gone: nothing is left under the data directory.
+	if left, _ := filepath.Glob(filepath.Join(dir, "data", "terp", "sandboxes", "*")); len(left) != 0 {
+		t.Errorf("sandboxes left behind: %v", left)
 	}
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,11 +28,7 @@ for _ in range(1 << 20):
 // the peak must not grow with what the code prints (docs/benchmarks.md).
 func BenchmarkPeakMemoryPrint1GB(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "terp")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/terp")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := terpBinary(b)
 	for b.Loop() {
 		s := llmtest.New(b, llmtest.Fixed(llmtest.RunPython(print1GB)), func(req llmtest.Request) llmtest.Reply {
 			res, err := req.ToolResult()
@@ -71,6 +69,34 @@ func BenchmarkPeakMemoryPrint1GB(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "s/question")
 	}
 }
+
+// terpBinary builds the terp command once per test binary, for tests that
+// must run it as its own process (signals, peak memory).
+func terpBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "terp-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBinary = filepath.Join(dir, "terp")
+		out, err := exec.Command("go", "build", "-o", builtBinary, "../../cmd/terp").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBinary
+}
+
+var (
+	buildOnce   sync.Once
+	builtBinary string
+	buildErr    error
+)
 
 // highWaterKB reads a process's peak resident set size, or 0 once it is gone.
 func highWaterKB(pid int) int64 {
