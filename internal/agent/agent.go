@@ -137,6 +137,7 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			send(TextDelta{Text: d.Text})
 		}
 	}
+	nudged := false
 	for step := 1; step <= a.cfg.MaxSteps; step++ {
 		res.Steps = step
 		send(StepStarted{Step: step, MaxSteps: a.cfg.MaxSteps})
@@ -146,6 +147,14 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		}
 		res.Usage = res.Usage.Add(reply.Usage)
 		send(UsageUpdated{Usage: res.Usage})
+		if len(reply.ToolCalls) == 0 && strings.TrimSpace(reply.Content) == "" && !nudged {
+			// An empty reply is no answer. Small models produce one now
+			// and then (a stop token straight after thinking); asking once
+			// more usually gets the answer.
+			nudged = true
+			a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: emptyReplyNudge})
+			continue
+		}
 		// Reasoning is never sent back: the assistant message carries only
 		// the answer text and the calls.
 		a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
@@ -172,6 +181,10 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 	send(Answer{Text: res.Answer})
 	return res, nil
 }
+
+// emptyReplyNudge is sent, once per turn, when the model replies with
+// neither text nor a tool call.
+const emptyReplyNudge = "Your reply was empty. Answer the question in plain text, or call run_python to compute what you need."
 
 // withUploads tells the model about files uploaded since it last heard.
 func (a *Agent) withUploads(question string) string {

@@ -243,3 +243,20 @@ func TestDownloadStaysInsideTheDirectory(t *testing.T) {
 		t.Errorf("Download = %s, %d, %v", p, n, err)
 	}
 }
+
+func TestAnEmptyReplyIsAskedAgainOnce(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.Answer("")),
+		func(req llmtest.Request) llmtest.Reply {
+			last := req.Messages[len(req.Messages)-1]
+			if last.Role != "user" || !strings.Contains(last.Content, "empty") {
+				t.Errorf("last message = %+v, want a nudge about the empty reply", last)
+			}
+			return llmtest.Answer("")
+		})
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	res, err := a.Ask(context.Background(), "hello?", nil)
+	if err != nil || res.StopReason != agent.Answered || res.Answer != "" || res.Steps != 2 {
+		t.Fatalf("Ask = %+v, %v; want an empty answer after one nudge", res, err)
+	}
+}

@@ -150,9 +150,23 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
 	}
 
+	id := newConversationID()
+	res, files, err := answer(ctx, opts, cfg, question, id)
+	if opts.json {
+		return printJSON(f.IO.Out, id, res, files, err)
+	}
+	return printAnswer(f.IO, res, files, err)
+}
+
+// answer runs one question in a new sandbox: upload, the loop, download.
+// The files the code saved are downloaded whatever the outcome, even after
+// Ctrl+C: they are the user's results.
+func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question, id string) (agent.Result, []savedFile, error) {
+	f := opts.f
+	var res agent.Result
 	backend, err := f.NewBackend(cfg)
 	if err != nil {
-		return err
+		return res, nil, err
 	}
 	sbx, err := backend.Create(ctx, sandbox.Options{
 		Timeout: cfg.SandboxTimeout,
@@ -163,7 +177,7 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("create the %s sandbox: %w", cfg.Sandbox, err)
+		return res, nil, fmt.Errorf("create the %s sandbox: %w", cfg.Sandbox, err)
 	}
 	defer func() {
 		// The work's context may be cancelled by now; cleaning up must
@@ -184,21 +198,15 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 	})
 	for _, p := range opts.files {
 		if err := upload(ctx, a, p); err != nil {
-			return err
+			return res, nil, err
 		}
 	}
-
-	id := newConversationID()
-	res, runErr := runTurn(ctx, f, a, question, !opts.json && f.IO.StderrTTY)
+	res, err = runTurn(ctx, f, a, question, !opts.json && f.IO.StderrTTY)
 	files, dlErr := download(ctx, f, sbx, cfg, id, res.Files)
-	if dlErr != nil && runErr == nil {
-		runErr = dlErr
+	if err == nil {
+		err = dlErr
 	}
-
-	if opts.json {
-		return printJSON(f.IO.Out, id, res, files, runErr)
-	}
-	return printAnswer(f.IO.Out, res, files, runErr)
+	return res, files, err
 }
 
 func upload(ctx context.Context, a *agent.Agent, path string) error {
@@ -295,11 +303,13 @@ func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runE
 	if out.Files == nil {
 		out.Files = []savedFile{}
 	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+	switch {
+	case runErr == nil:
+	case errors.Is(runErr, context.Canceled):
+		out.StopReason = string(agent.Cancelled)
+	default:
 		out.Error = runErr.Error()
-		if out.StopReason == string(agent.Answered) {
-			out.StopReason = string(agent.Errored)
-		}
+		out.StopReason = string(agent.Errored)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -309,9 +319,13 @@ func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runE
 	return outcome(res, runErr)
 }
 
-func printAnswer(w io.Writer, res agent.Result, files []savedFile, runErr error) error {
-	if res.Answer != "" {
+func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr error) error {
+	w := streams.Out
+	switch {
+	case res.Answer != "":
 		fmt.Fprintln(w, safeText(res.Answer))
+	case res.StopReason == agent.Answered:
+		fmt.Fprintln(streams.ErrOut, "terp: the model's answer was empty")
 	}
 	if len(files) > 0 {
 		fmt.Fprintln(w, "\nFiles:")

@@ -268,6 +268,21 @@ func TestAskUnauthorizedNamesTheVariable(t *testing.T) {
 	}
 }
 
+func TestAskJSONReportsErrorsAsAnObject(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Reply{Status: 401, Body: `{"error":"unauthorized"}`}))
+	r := terp(t, serverEnv(s), "", "ask", "--json", "q")
+	if r.code != exitError {
+		t.Fatalf("exit %d, want %d", r.code, exitError)
+	}
+	var got askJSON
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
+	}
+	if got.StopReason != "error" || !strings.Contains(got.Error, "API key") || got.Files == nil {
+		t.Errorf("got %+v, want stop_reason error, the cause, and files as []", got)
+	}
+}
+
 func TestAskRetriesAServerError(t *testing.T) {
 	s := llmtest.New(t,
 		llmtest.Fixed(llmtest.Reply{Status: 500, Body: `{"error":{"message":"CUDA error: an illegal memory access was encountered"}}`}),

@@ -17,8 +17,10 @@ import (
 type progress struct {
 	w      io.Writer
 	styles styles
-	// thinking is set while reasoning deltas stream, to end the line after.
+	// thinking is set while reasoning deltas stream, to end the line after;
+	// thought counts the characters of it shown so far.
 	thinking bool
+	thought  int
 }
 
 // styles are every lipgloss style the plain front-end uses.
@@ -51,11 +53,7 @@ func (p *progress) handle(e agent.Event) {
 	case agent.StepStarted:
 		fmt.Fprintln(p.w, s.step.Render(fmt.Sprintf("── step %d/%d", e.Step, e.MaxSteps)))
 	case agent.ReasoningDelta:
-		if !p.thinking {
-			fmt.Fprint(p.w, s.dim.Render("thinking: "))
-			p.thinking = true
-		}
-		fmt.Fprint(p.w, s.dim.Render(oneLine(safeText(e.Text))))
+		p.think(e.Text)
 	case agent.ToolCall:
 		if e.Code != "" {
 			fmt.Fprintln(p.w, renderLines(s.code, indent(excerpt(safeText(strings.TrimRight(e.Code, "\n")), codeLines), "  ")))
@@ -67,6 +65,27 @@ func (p *progress) handle(e agent.Event) {
 	case agent.Failed:
 		fmt.Fprintln(p.w, s.err.Render("  error: "+safeText(e.Err.Error())))
 	}
+}
+
+// maxThought is how much of the model's reasoning progress shows per step:
+// enough to see what it is doing, not the thousands of tokens a thinking
+// model can spend.
+const maxThought = 240
+
+func (p *progress) think(text string) {
+	if !p.thinking {
+		fmt.Fprint(p.w, p.styles.dim.Render("thinking: "))
+		p.thinking, p.thought = true, 0
+	}
+	if p.thought >= maxThought {
+		return
+	}
+	r := []rune(oneLine(safeText(text)))
+	if room := maxThought - p.thought; len(r) > room {
+		r = append(r[:room], '…')
+	}
+	p.thought += len(r)
+	fmt.Fprint(p.w, p.styles.dim.Render(string(r)))
 }
 
 func (p *progress) output(e agent.ToolOutput) {
