@@ -8,6 +8,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # What the local sandbox needs from Debian/Ubuntu.
 DEBS    := bubblewrap python3 python3-numpy python3-pandas python3-matplotlib
+GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 .PHONY: build test lint fmt bench install deps example clean
 
@@ -35,9 +36,12 @@ example: deps build
 test:
 	$(GO) test -race ./...
 
+# lint runs gofmt, go vet and golangci-lint (.golangci.yml), the latter built
+# from the module proxy at a pinned version on first use.
 lint:
 	@test -z "$$(gofmt -l cmd internal)" || { gofmt -l cmd internal; echo "gofmt: files above need formatting (make fmt)"; exit 1; }
 	$(GO) vet ./...
+	$(GO) run $(GOLANGCI) run ./...
 
 fmt:
 	gofmt -w cmd internal

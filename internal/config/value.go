@@ -65,12 +65,6 @@ func describeTOML(v any) string {
 	}
 }
 
-// unquoteHint helps a user who quoted a number or a boolean in the file, which TOML reads
-// as a string.
-func unquoteHint(key, s string) string {
-	return fmt.Sprintf("remove the quotes: %s = %s", key, s)
-}
-
 type stringValue struct {
 	p        *string
 	nonEmpty bool

@@ -129,7 +129,7 @@ func New(t testing.TB, steps ...Step) *Server {
 }
 
 // BaseURL returns the base URL to configure as terp's endpoint.
-func (s *Server) BaseURL() string { return s.Server.URL + "/v1" }
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
 
 // Requests returns the requests received so far.
 func (s *Server) Requests() []Request {

@@ -281,7 +281,7 @@ func (b *Backend) probe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("local sandbox: %w", err)
 	}
-	defer removeTree(dir)
+	defer func() { _ = removeTree(dir) }()
 	m := meta{ID: filepath.Base(dir), Timeout: time.Minute}
 	m.fillDefaults()
 	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o755); err != nil {
