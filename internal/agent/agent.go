@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -29,10 +30,8 @@ type Config struct {
 	MaxSteps int
 	// Timeout bounds one run of the code (the seed's 2m).
 	Timeout time.Duration
-	// MaxStdout and MaxStderr bound what the model sees of each stream, in
-	// bytes, keeping head and tail (the seed's 4000 and 2000).
-	MaxStdout int
-	MaxStderr int
+	// ExecMode is how the runner runs code; the model is told.
+	ExecMode kernel.Mode
 }
 
 // StopReason tells why a turn ended. The values are part of `ask --json`.
@@ -63,6 +62,7 @@ type Result struct {
 type Agent struct {
 	model   Completer
 	sbx     sandbox.Sandbox
+	runner  kernel.Runner
 	cfg     Config
 	history []llm.Message
 	// stamps records size and modification time of every file in /work as
@@ -77,12 +77,27 @@ type stamp struct {
 	modTime time.Time
 }
 
-// New returns an agent for a new conversation in sbx.
-func New(model Completer, sbx sandbox.Sandbox, cfg Config) *Agent {
+// New returns an agent for a new conversation in sbx, whose code runs
+// through runner (on the same sandbox).
+func New(model Completer, sbx sandbox.Sandbox, runner kernel.Runner, cfg Config) *Agent {
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 8
 	}
-	return &Agent{model: model, sbx: sbx, cfg: cfg, stamps: map[string]stamp{}}
+	if cfg.ExecMode == "" {
+		cfg.ExecMode = kernel.ModeScript
+	}
+	return &Agent{model: model, sbx: sbx, runner: runner, cfg: cfg, stamps: map[string]stamp{}}
+}
+
+// SetModel switches the model for the following turns; the history is kept.
+// Like every method, it must not be called while a turn runs.
+func (a *Agent) SetModel(name string) { a.cfg.Model = name }
+
+// SetMaxSteps changes the step cap for the following turns.
+func (a *Agent) SetMaxSteps(n int) {
+	if n > 0 {
+		a.cfg.MaxSteps = n
+	}
 }
 
 // Messages returns the conversation so far, as sent to the model.
@@ -141,7 +156,7 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 	for step := 1; step <= a.cfg.MaxSteps; step++ {
 		res.Steps = step
 		send(StepStarted{Step: step, MaxSteps: a.cfg.MaxSteps})
-		reply, err := a.model.Complete(ctx, llm.Request{Model: a.cfg.Model, Messages: a.history, Tools: tools()}, onDelta)
+		reply, err := a.model.Complete(ctx, llm.Request{Model: a.cfg.Model, Messages: a.history, Tools: tools(a.cfg.ExecMode)}, onDelta)
 		if err != nil {
 			return res, err
 		}
@@ -230,15 +245,11 @@ func (a *Agent) snapshot(ctx context.Context, saved *[]sandbox.FileInfo) error {
 	return nil
 }
 
-// internalDir holds terp's own files in /work (the script being run). They
-// are never listed to the model nor downloaded.
-const internalDir = ".terp"
-
 // visible drops terp's own files from a listing.
 func visible(files []sandbox.FileInfo) []sandbox.FileInfo {
 	out := files[:0:0]
 	for _, f := range files {
-		if f.Path == internalDir || strings.HasPrefix(f.Path, internalDir+"/") {
+		if f.Path == kernel.InternalDir || strings.HasPrefix(f.Path, kernel.InternalDir+"/") {
 			continue
 		}
 		out = append(out, f)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
@@ -37,7 +38,8 @@ func newAgent(t *testing.T, s *llmtest.Server, cfg agent.Config) *agent.Agent {
 		cfg.Timeout = time.Minute
 	}
 	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
-	return agent.New(model, newSandbox(t), cfg)
+	sbx := newSandbox(t)
+	return agent.New(model, sbx, kernel.NewScript(sbx, 4000, 2000), cfg)
 }
 
 // collect records the events of a turn.
@@ -115,7 +117,7 @@ func TestTimeoutKillsTheRunAndTellsTheModel(t *testing.T) {
 		llmtest.Fixed(llmtest.RunPython("import subprocess, time\nsubprocess.Popen(['sleep', '300'])\nprint('started', flush=True)\ntime.sleep(300)")),
 		func(req llmtest.Request) llmtest.Reply {
 			res, err := req.ToolResult()
-			if err != nil || !res.TimedOut || !strings.Contains(res.Stdout, "started") || !strings.Contains(res.Stderr, "timeout") {
+			if err != nil || !res.TimedOut || !strings.Contains(res.Stdout, "started") || !strings.Contains(res.Note, "timeout") {
 				t.Errorf("tool result = %+v (%v), want timed_out with the output so far and a note", res, err)
 			}
 			return llmtest.RunPython("print('alive')")
@@ -258,5 +260,33 @@ func TestAnEmptyReplyIsAskedAgainOnce(t *testing.T) {
 	res, err := a.Ask(context.Background(), "hello?", nil)
 	if err != nil || res.StopReason != agent.Answered || res.Answer != "" || res.Steps != 2 {
 		t.Fatalf("Ask = %+v, %v; want an empty answer after one nudge", res, err)
+	}
+}
+
+func TestKernelModeKeepsStateAndSavesFigures(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("import matplotlib.pyplot as plt\nx = 21\nplt.plot([1, 2, 3])\nplt.show()")),
+		llmtest.Fixed(llmtest.RunPython("x * 2")),
+		func(req llmtest.Request) llmtest.Reply {
+			res, _ := req.ToolResult()
+			return llmtest.Answer("x*2 = " + strings.TrimSpace(res.Stdout))
+		})
+	sbx := newSandbox(t)
+	k, err := kernel.Start(context.Background(), sbx, kernel.Options{Prewarm: []string{"matplotlib"}, MaxStdout: 4000, MaxStderr: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
+	a := agent.New(model, sbx, k, agent.Config{Model: "m", Timeout: time.Minute, ExecMode: kernel.ModeKernel})
+	res, err := a.Ask(context.Background(), "double x", nil)
+	if err != nil || res.Answer != "x*2 = 42" {
+		t.Fatalf("Ask = %+v, %v; want the variable to survive into the next step", res, err)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != "figure_1.png" {
+		t.Errorf("files = %+v, want the figure plt.show() saved", res.Files)
+	}
+	if desc := s.Requests()[0].Tools[0].Function.Description; !strings.Contains(desc, "persistent") {
+		t.Errorf("the tool description does not tell the model about the kernel: %s", desc)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 )
 
@@ -27,7 +28,7 @@ func (m *instantModel) Complete(context.Context, llm.Request, func(llm.Delta)) (
 // terp adds per step (docs/benchmarks.md).
 func BenchmarkStep(b *testing.B) {
 	sbx := newSandbox(b)
-	a := agent.New(&instantModel{}, sbx, agent.Config{Model: "m", MaxSteps: 2, Timeout: time.Minute})
+	a := agent.New(&instantModel{}, sbx, kernel.NewScript(sbx, 4000, 2000), agent.Config{Model: "m", MaxSteps: 2, Timeout: time.Minute})
 	ctx := context.Background()
 	for b.Loop() {
 		res, err := a.Ask(ctx, "print 1", nil)

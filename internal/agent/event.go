@@ -42,6 +42,9 @@ type ToolOutput struct {
 	Stdout   string
 	Stderr   string
 	TimedOut bool
+	// Notice tells what happened to the session (a timeout, a crash,
+	// variables lost), as the model is told.
+	Notice string
 	// Error is set when the call could not run at all (bad arguments, an
 	// unknown tool, a sandbox failure); the model is told the same text.
 	Error    string

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -14,17 +15,28 @@ import (
 // ToolName is the one tool the model gets.
 const ToolName = "run_python"
 
-const toolDescription = "Run a Python 3 script in an isolated sandbox. Files are in /work, " +
-	"which is the working directory. Each call runs as a new process: variables do not " +
-	"survive between calls, files in /work do. There is no network. numpy, pandas and " +
-	"matplotlib are installed. Returns exit_code, stdout and stderr (long output is cut " +
-	"in the middle) and the files the script saved."
+// toolDescriptions tell the model how its code runs, per execution mode.
+var toolDescriptions = map[kernel.Mode]string{
+	kernel.ModeScript: "Run a Python 3 script in an isolated sandbox. Files are in /work, " +
+		"which is the working directory. Each call runs as a new process: variables do not " +
+		"survive between calls, files in /work do. There is no network. numpy, pandas and " +
+		"matplotlib are installed. Returns exit_code, stdout and stderr (long output is cut " +
+		"in the middle) and the files the script saved.",
+	kernel.ModeKernel: "Run Python 3 code in a persistent session in an isolated sandbox, like a " +
+		"notebook cell: variables, imports and functions from earlier calls are still defined, " +
+		"and the value of a last bare expression is shown (end it with ; to hide it). Files are " +
+		"in /work, the working directory. There is no network. numpy, pandas and matplotlib " +
+		"are installed; matplotlib figures are saved as PNG files in /work when you call " +
+		"plt.show() or leave them open (or save them yourself with plt.savefig). Returns " +
+		"exit_code, stdout and stderr (long output is cut in the middle), the files saved, and " +
+		"a note when the session was restarted.",
+}
 
 var toolParameters = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string",` +
 	`"description":"The complete Python source to run."}},"required":["code"]}`)
 
-func tools() []llm.Tool {
-	return []llm.Tool{{Name: ToolName, Description: toolDescription, Parameters: toolParameters}}
+func tools(mode kernel.Mode) []llm.Tool {
+	return []llm.Tool{{Name: ToolName, Description: toolDescriptions[mode], Parameters: toolParameters}}
 }
 
 // systemPrompt follows the seed: a data analyst that computes every number
@@ -46,11 +58,6 @@ func systemPrompt(files []sandbox.FileInfo) string {
 	return b.String()
 }
 
-// scriptPath is where the code of a call is written before it runs, as the
-// seed does with main.py; it lives in terp's own directory so it is not
-// mistaken for a file the code saved.
-const scriptPath = sandbox.WorkDir + "/" + internalDir + "/main.py"
-
 // callOutcome is what one tool call produced.
 type callOutcome struct {
 	content string // the tool message sent to the model
@@ -64,6 +71,9 @@ type toolResult struct {
 	Stderr   string   `json:"stderr"`
 	Files    []string `json:"files,omitempty"`
 	TimedOut bool     `json:"timed_out,omitempty"`
+	// Note tells the model what happened to the session: a timeout, a
+	// crash, variables lost.
+	Note string `json:"note,omitempty"`
 }
 
 // toolError is the JSON the model receives when a call could not run.
@@ -91,15 +101,7 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 		return callOutcome{content: mustJSON(toolError{Error: problem})}, nil
 	}
 
-	if err := a.sbx.WriteFile(ctx, scriptPath, strings.NewReader(code)); err != nil {
-		return callOutcome{}, fmt.Errorf("write the script: %w", err)
-	}
-	run, err := a.sbx.Exec(ctx, []string{"python3", path.Join(internalDir, "main.py")}, sandbox.ExecOptions{
-		Dir:       sandbox.WorkDir,
-		Timeout:   a.cfg.Timeout,
-		MaxStdout: a.cfg.MaxStdout,
-		MaxStderr: a.cfg.MaxStderr,
-	})
+	run, err := a.runner.Run(ctx, code, a.cfg.Timeout)
 	if err != nil {
 		return callOutcome{}, fmt.Errorf("run the code: %w", err)
 	}
@@ -107,17 +109,13 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 	if err := a.snapshot(ctx, &saved); err != nil {
 		return callOutcome{}, err
 	}
-	res := toolResult{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, TimedOut: run.TimedOut}
-	if run.TimedOut {
-		res.Stderr += fmt.Sprintf("\n[terp: the run was stopped after %s, the per-command timeout; "+
-			"all its processes were killed. Files in /work were kept.]", a.cfg.Timeout)
-	}
+	res := toolResult{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, TimedOut: run.TimedOut, Note: run.Notice}
 	for _, f := range saved {
 		res.Files = append(res.Files, f.Path)
 	}
 	send(ToolOutput{
 		Step: step, ID: call.ID, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
-		TimedOut: res.TimedOut, Files: res.Files, Duration: run.Duration,
+		TimedOut: res.TimedOut, Notice: res.Note, Files: res.Files, Duration: run.Duration,
 	})
 	for _, f := range saved {
 		send(FileSaved{Path: f.Path, Bytes: f.Size})

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
@@ -20,7 +19,7 @@ import (
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm"
-	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sanitize"
 )
 
 // askOptions holds everything `terp ask` needs, parsed from its flags.
@@ -35,7 +34,7 @@ type askOptions struct {
 // runFlags are the configuration flags shared by the commands that run the
 // loop.
 var runFlags = []string{
-	"out", "base-url", "model", "sandbox", "max-steps", "timeout", "sandbox-timeout",
+	"out", "base-url", "model", "sandbox", "exec-mode", "prewarm", "max-steps", "timeout", "sandbox-timeout",
 	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
 	"file-size-limit", "max-download-size",
 }
@@ -158,64 +157,27 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 	return printAnswer(f.IO, res, files, err)
 }
 
-// answer runs one question in a new sandbox: upload, the loop, download.
-// The files the code saved are downloaded whatever the outcome, even after
-// Ctrl+C: they are the user's results.
+// answer runs one question in a new conversation: upload, the loop,
+// download. The files the code saved are downloaded whatever the outcome,
+// even after Ctrl+C: they are the user's results.
 func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question, id string) (agent.Result, []savedFile, error) {
-	f := opts.f
 	var res agent.Result
-	backend, err := f.NewBackend(cfg)
+	sess, err := openSession(ctx, opts.f, cfg, id)
 	if err != nil {
 		return res, nil, err
 	}
-	sbx, err := backend.Create(ctx, sandbox.Options{
-		Timeout: cfg.SandboxTimeout,
-		Limits: sandbox.Limits{
-			MemoryBytes:   cfg.MemoryLimit,
-			Processes:     cfg.ProcessLimit,
-			FileSizeBytes: cfg.FileSizeLimit,
-		},
-	})
-	if err != nil {
-		return res, nil, fmt.Errorf("create the %s sandbox: %w", cfg.Sandbox, err)
-	}
-	defer func() {
-		// The work's context may be cancelled by now; cleaning up must
-		// still happen.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := sbx.Close(cctx); err != nil {
-			fmt.Fprintln(f.IO.ErrOut, "warning: removing the sandbox: "+err.Error())
-		}
-	}()
-
-	a := agent.New(f.NewModel(cfg), sbx, agent.Config{
-		Model:     cfg.Model,
-		MaxSteps:  cfg.MaxSteps,
-		Timeout:   cfg.Timeout,
-		MaxStdout: cfg.MaxStdout,
-		MaxStderr: cfg.MaxStderr,
-	})
+	defer sess.Close(ctx)
 	for _, p := range opts.files {
-		if err := upload(ctx, a, p); err != nil {
+		if err := sess.Upload(ctx, p); err != nil {
 			return res, nil, err
 		}
 	}
-	res, err = runTurn(ctx, f, a, question, !opts.json && f.IO.StderrTTY)
-	files, dlErr := download(ctx, f, sbx, cfg, id, res.Files)
+	res, err = runTurn(ctx, opts.f, sess.Agent, question, !opts.json && opts.f.IO.StderrTTY)
+	files, dlErr := sess.Download(ctx, res.Files)
 	if err == nil {
 		err = dlErr
 	}
 	return res, files, err
-}
-
-func upload(ctx context.Context, a *agent.Agent, path string) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return usagef("cannot upload %s: %v", path, unwrapPath(err))
-	}
-	defer fh.Close()
-	return a.Upload(ctx, filepath.Base(path), fh)
 }
 
 // runTurn runs the loop, showing progress on stderr when show is set. Events
@@ -237,47 +199,6 @@ func runTurn(ctx context.Context, f *Factory, a *agent.Agent, question string, s
 	events.Close()
 	<-done
 	return res, err
-}
-
-// savedFile is one downloaded file, as `ask --json` reports it.
-type savedFile struct {
-	Path        string `json:"path"`
-	SandboxPath string `json:"sandbox_path"`
-	Bytes       int64  `json:"bytes"`
-}
-
-// download fetches the files the code saved into the output directory: the
-// configured one, or a new directory per conversation under the current one.
-// A file over the size cap is skipped with a warning; the others still come.
-func download(ctx context.Context, f *Factory, sbx sandbox.Sandbox, cfg *config.Config, id string, files []sandbox.FileInfo) ([]savedFile, error) {
-	if len(files) == 0 {
-		return nil, nil
-	}
-	// Downloads happen even after Ctrl+C: the files are the user's results.
-	ctx = context.WithoutCancel(ctx)
-	dir := cfg.OutDir
-	if dir == "" {
-		dir = "terp-" + id
-	}
-	var out []savedFile
-	var errs []error
-	for _, fi := range files {
-		if fi.Size > cfg.MaxDownloadSize {
-			fmt.Fprintf(f.IO.ErrOut, "warning: skipped /work/%s: %s is over max_download_size (%s)\n",
-				safeText(fi.Path), humanBytes(fi.Size), humanBytes(cfg.MaxDownloadSize))
-			continue
-		}
-		p, n, err := agent.Download(ctx, sbx, fi.Path, dir, cfg.MaxDownloadSize)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, savedFile{Path: p, SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: n})
-	}
-	if len(errs) > 0 {
-		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
-	}
-	return out, nil
 }
 
 // askJSON is the object `ask --json` prints, part of the CLI contract.
@@ -323,14 +244,14 @@ func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr 
 	w := streams.Out
 	switch {
 	case res.Answer != "":
-		fmt.Fprintln(w, safeText(res.Answer))
+		fmt.Fprintln(w, sanitize.Terminal(res.Answer))
 	case res.StopReason == agent.Answered:
 		fmt.Fprintln(streams.ErrOut, "terp: the model's answer was empty")
 	}
 	if len(files) > 0 {
 		fmt.Fprintln(w, "\nFiles:")
 		for _, fl := range files {
-			fmt.Fprintf(w, "  %s (%s)\n", safeText(fl.Path), humanBytes(fl.Bytes))
+			fmt.Fprintf(w, "  %s (%s)\n", sanitize.Terminal(fl.Path), humanBytes(fl.Bytes))
 		}
 	}
 	return outcome(res, runErr)

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/sanitize"
 )
 
 // Exit codes, part of the CLI contract (DESIGN.md).
@@ -48,7 +49,7 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interrupted")
 		return exitInterrupted
 	}
-	fmt.Fprintln(stderr, "terp: "+safeText(err.Error()))
+	fmt.Fprintln(stderr, "terp: "+sanitize.Terminal(err.Error()))
 	var cfgErr *config.Error
 	var usage usageError
 	if errors.As(err, &cfgErr) || errors.As(err, &usage) {

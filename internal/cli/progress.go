@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode"
 
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/sanitize"
 )
 
 // progress prints the loop's events for a person watching a terminal: the
@@ -56,14 +56,14 @@ func (p *progress) handle(e agent.Event) {
 		p.think(e.Text)
 	case agent.ToolCall:
 		if e.Code != "" {
-			fmt.Fprintln(p.w, renderLines(s.code, indent(excerpt(safeText(strings.TrimRight(e.Code, "\n")), codeLines), "  ")))
+			fmt.Fprintln(p.w, renderLines(s.code, indent(excerpt(sanitize.Terminal(strings.TrimRight(e.Code, "\n")), codeLines), "  ")))
 		}
 	case agent.ToolOutput:
 		p.output(e)
 	case agent.FileSaved:
-		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", safeText(e.Path), humanBytes(e.Bytes))))
+		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", sanitize.Terminal(e.Path), humanBytes(e.Bytes))))
 	case agent.Failed:
-		fmt.Fprintln(p.w, s.err.Render("  error: "+safeText(e.Err.Error())))
+		fmt.Fprintln(p.w, s.err.Render("  error: "+sanitize.Terminal(e.Err.Error())))
 	}
 }
 
@@ -80,7 +80,7 @@ func (p *progress) think(text string) {
 	if p.thought >= maxThought {
 		return
 	}
-	r := []rune(oneLine(safeText(text)))
+	r := []rune(oneLine(sanitize.Terminal(text)))
 	if room := maxThought - p.thought; len(r) > room {
 		r = append(r[:room], '…')
 	}
@@ -91,7 +91,7 @@ func (p *progress) think(text string) {
 func (p *progress) output(e agent.ToolOutput) {
 	s := p.styles
 	if e.Error != "" {
-		fmt.Fprintln(p.w, s.err.Render("  tool error: "+safeText(e.Error)))
+		fmt.Fprintln(p.w, s.err.Render("  tool error: "+sanitize.Terminal(e.Error)))
 		return
 	}
 	status := fmt.Sprintf("  exit %d · %s", e.ExitCode, e.Duration.Round(10e6))
@@ -104,10 +104,13 @@ func (p *progress) output(e agent.ToolOutput) {
 		fmt.Fprintln(p.w, s.dim.Render(status))
 	}
 	if out := strings.TrimRight(e.Stdout, "\n"); out != "" {
-		fmt.Fprintln(p.w, indent(excerpt(safeText(out), outputLines), "  │ "))
+		fmt.Fprintln(p.w, indent(excerpt(sanitize.Terminal(out), outputLines), "  │ "))
 	}
 	if out := strings.TrimRight(e.Stderr, "\n"); out != "" {
-		fmt.Fprintln(p.w, renderLines(s.err, indent(tail(safeText(out), outputLines), "  │ ")))
+		fmt.Fprintln(p.w, renderLines(s.err, indent(tail(sanitize.Terminal(out), outputLines), "  │ ")))
+	}
+	if e.Notice != "" {
+		fmt.Fprintln(p.w, renderLines(s.err, indent(sanitize.Terminal(e.Notice), "  ")))
 	}
 }
 
@@ -145,44 +148,6 @@ func indent(s, prefix string) string {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-// safeText neutralizes text from the model or the code before it reaches a
-// terminal: escape sequences could otherwise move the cursor, retitle the
-// window, write the clipboard or fake terp's own output. Newlines and tabs
-// stay; every other control character is shown as a visible placeholder.
-func safeText(s string) string {
-	clean := true
-	for _, r := range s {
-		if isUnsafe(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == 0x1b:
-			b.WriteString("^[")
-		case isUnsafe(r):
-			b.WriteRune('\uFFFD')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func isUnsafe(r rune) bool {
-	if r == '\n' || r == '\t' {
-		return false
-	}
-	// C0 and C1 controls and DEL; also the bidirectional overrides that can
-	// make text read differently from what it is.
-	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
-}
 
 func humanBytes(n int64) string {
 	switch {

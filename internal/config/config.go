@@ -31,6 +31,8 @@ type Config struct {
 	Model           string        // Model name as the endpoint knows it.
 	APIKeyEnv       string        // Name of the variable holding the key; may be empty.
 	Sandbox         string        // "local", "docker" or "cpuos".
+	ExecMode        string        // "kernel" or "script"; see package kernel.
+	Prewarm         []string      // Modules the kernel imports at start.
 	MaxSteps        int           // Most model turns per question, at least 1.
 	Timeout         time.Duration // Per run of code.
 	SandboxTimeout  time.Duration // Per sandbox, across a conversation.
@@ -42,6 +44,7 @@ type Config struct {
 	FileSizeLimit   int64         // Bytes, per file written in the sandbox.
 	MaxDownloadSize int64         // Bytes, per file downloaded from the sandbox.
 	OutDir          string        // Empty: the caller picks a new directory per conversation.
+	ImageProtocol   string        // How the chat draws images: "auto", "kitty", "iterm2", "sixel", "halfblock" or "none".
 
 	apiKey     string // api_key from the file, TERP_API_KEY or a flag; see APIKey
 	path       string

@@ -684,3 +684,47 @@ func TestEveryFieldHasOneKey(t *testing.T) {
 		}
 	}
 }
+
+func TestPrewarmModules(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		env     map[string]string
+		want    []string
+		wantErr string
+	}{
+		{name: "default", want: []string{"numpy", "pandas", "matplotlib"}},
+		{name: "file array", file: "prewarm = [\"polars\", \"matplotlib.pyplot\"]\n", want: []string{"polars", "matplotlib.pyplot"}},
+		{name: "file empty array turns it off", file: "prewarm = []\n", want: nil},
+		{name: "env list", env: map[string]string{"TERP_PREWARM": " numpy , scipy.stats "}, want: []string{"numpy", "scipy.stats"}},
+		{name: "file string", file: "prewarm = \"numpy\"\n", wantErr: "prewarm must be an array of module names"},
+		{name: "file number element", file: "prewarm = [\"numpy\", 3]\n", wantErr: "an element integer 3"},
+		{name: "bad name", env: map[string]string{"TERP_PREWARM": "numpy; import os"}, wantErr: "TERP_PREWARM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := LoadOptions{Getenv: env(tt.env)}
+			if tt.file != "" {
+				opts.Path = writeConfig(t, tt.file)
+			} else {
+				opts.Path = filepath.Join(t.TempDir(), "none.toml")
+				if err := os.WriteFile(opts.Path, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := Load(opts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to say %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Prewarm, tt.want) && !(len(c.Prewarm) == 0 && len(tt.want) == 0) {
+				t.Errorf("Prewarm = %q, want %q", c.Prewarm, tt.want)
+			}
+		})
+	}
+}

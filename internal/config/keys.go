@@ -38,6 +38,12 @@ var fields = []field{
 	{Key: Key{"sandbox", "TERP_SANDBOX", "sandbox", "local",
 		"Where the model's code runs: local (bubblewrap), docker or cpuos."},
 		bind: func(c *Config) value { return choiceValue{&c.Sandbox, sandboxes} }},
+	{Key: Key{"exec_mode", "TERP_EXEC_MODE", "exec-mode", "kernel",
+		"How code runs: kernel (one persistent Python per conversation; variables survive) or script (a new Python per step)."},
+		bind: func(c *Config) value { return choiceValue{&c.ExecMode, execModes} }},
+	{Key: Key{"prewarm", "TERP_PREWARM", "prewarm", "numpy,pandas,matplotlib",
+		"Modules the kernel imports while the model thinks about the first step (comma-separated; empty for none)."},
+		bind: func(c *Config) value { return modulesValue{&c.Prewarm} }},
 	{Key: Key{"max_steps", "TERP_MAX_STEPS", "max-steps", "8",
 		"Most model turns per question before terp stops without an answer."},
 		bind: func(c *Config) value { return intValue{&c.MaxSteps, 1} }},
@@ -71,12 +77,22 @@ var fields = []field{
 	{Key: Key{"out_dir", "TERP_OUT_DIR", "out", "",
 		"Where saved files are downloaded; empty means a new directory per conversation in the current one."},
 		bind: func(c *Config) value { return dirValue{&c.OutDir, c.home} }},
+	{Key: Key{"image_protocol", "TERP_IMAGE_PROTOCOL", "image-protocol", "auto",
+		"How terp chat draws images: auto (from the terminal), kitty, iterm2, sixel, halfblock or none."},
+		bind: func(c *Config) value { return choiceValue{&c.ImageProtocol, imageProtocols} }},
 }
 
 // sandboxes lists the sandbox names the config accepts. docker and cpuos are accepted
 // before their backends exist so a config file written today keeps working; the CLI
 // reports a backend that is not built.
 var sandboxes = []string{"local", "docker", "cpuos"}
+
+// execModes are the ways code can run; package kernel implements both.
+var execModes = []string{"kernel", "script"}
+
+// imageProtocols are the ways the chat UI can draw a chart; auto picks one
+// from the terminal's environment.
+var imageProtocols = []string{"auto", "kitty", "iterm2", "sixel", "halfblock", "none"}
 
 // Keys returns every setting, in the order show and init list them.
 func Keys() []Key {

@@ -410,3 +410,57 @@ func (v dirValue) decode(x any) error {
 
 func (v dirValue) String() string  { return *v.p }
 func (v dirValue) literal() string { return strconv.Quote(*v.p) }
+
+// moduleName is a dotted Python module path such as "matplotlib.pyplot".
+var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// modulesValue holds a list of Python module names. In the environment and on
+// the command line it is written comma-separated; in the file as an array.
+// An empty list is allowed: it turns prewarming off.
+type modulesValue struct{ p *[]string }
+
+func (v modulesValue) set(s string) error {
+	var mods []string
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			mods = append(mods, m)
+		}
+	}
+	return v.store(mods)
+}
+
+func (v modulesValue) store(mods []string) error {
+	for _, m := range mods {
+		if !moduleName.MatchString(m) {
+			return &invalid{want: `Python module names such as "numpy" or "matplotlib.pyplot"`, got: strconv.Quote(m)}
+		}
+	}
+	*v.p = mods
+	return nil
+}
+
+func (v modulesValue) decode(x any) error {
+	items, ok := x.([]any)
+	if !ok {
+		return &invalid{want: `an array of module names such as ["numpy", "pandas"]`, got: describeTOML(x)}
+	}
+	mods := make([]string, 0, len(items))
+	for _, it := range items {
+		s, ok := it.(string)
+		if !ok {
+			return &invalid{want: "an array of strings", got: "an element " + describeTOML(it)}
+		}
+		mods = append(mods, s)
+	}
+	return v.store(mods)
+}
+
+func (v modulesValue) String() string { return strings.Join(*v.p, ",") }
+
+func (v modulesValue) literal() string {
+	quoted := make([]string, len(*v.p))
+	for i, m := range *v.p {
+		quoted[i] = strconv.Quote(m)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}

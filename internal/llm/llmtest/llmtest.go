@@ -62,6 +62,7 @@ func (r Request) ToolResult() (res struct {
 	Stderr   string   `json:"stderr"`
 	Files    []string `json:"files"`
 	TimedOut bool     `json:"timed_out"`
+	Note     string   `json:"note"`
 	Error    string   `json:"error"`
 }, err error) {
 	err = json.Unmarshal([]byte(r.LastTool()), &res)

@@ -1,0 +1,211 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// pngMagic starts every PNG file.
+var pngMagic = []byte("\x89PNG\r\n\x1a\n")
+
+func TestFigures(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	k := startKernel(t, sbx, Options{Prewarm: []string{"matplotlib"}, Grace: 500 * time.Millisecond})
+
+	wantFigures := func(t *testing.T, want ...string) {
+		t.Helper()
+		k.mu.Lock()
+		got := k.last.Figures
+		k.mu.Unlock()
+		if !slices.Equal(got, want) {
+			t.Errorf("done reported figures %q, want %q", got, want)
+		}
+		for _, name := range want {
+			if data := readFile(t, sbx, "/work/"+name); !bytes.HasPrefix(data, pngMagic) || len(data) < 1000 {
+				t.Errorf("%s is not a PNG: %d bytes starting %q", name, len(data), data[:min(len(data), 8)])
+			}
+		}
+	}
+
+	// Prewarming matplotlib imports pyplot too.
+	wantOK(t, run(t, k, "import sys\n'matplotlib.pyplot' in sys.modules"), "True\n")
+
+	// plt.show() saves and closes; a figure left open is saved after the run.
+	wantOK(t, run(t, k, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.title('shown')\nplt.show()\n"+
+		"print(plt.get_fignums())\nfig = plt.figure()\nplt.bar(['a', 'b'], [3, 4]);"), "[]\n")
+	wantFigures(t, "figure_1.png", "figure_2.png")
+	wantOK(t, run(t, k, "print(plt.get_fignums())"), "[]\n")
+	wantFigures(t)
+
+	// A figure the code saved and closed itself is not saved again.
+	wantOK(t, run(t, k, "plt.plot([1, 2])\nplt.savefig('/work/chart.png')\nplt.close()"), "")
+	wantFigures(t)
+
+	// Nor is one the code saved and left open, unless it changed it after.
+	wantOK(t, run(t, k, "plt.plot([1, 2])\nplt.savefig('/work/left-open.png')"), "")
+	wantFigures(t)
+	wantOK(t, run(t, k, "plt.plot([2, 1])\nplt.savefig('/work/changed.png')\nplt.title('changed after saving');"), "")
+	wantFigures(t, "figure_3.png")
+
+	// An existing file is never overwritten: numbering continues after it.
+	writeFile(t, sbx, "/work/figure_4.png", "mine")
+	wantOK(t, run(t, k, "plt.plot([3, 1]);"), "")
+	wantFigures(t, "figure_5.png")
+	if got := string(readFile(t, sbx, "/work/figure_4.png")); got != "mine" {
+		t.Errorf("figure_4.png was overwritten: %q", got)
+	}
+
+	// A restarted worker continues the numbering too.
+	res := runWithin(t, k, "import signal, time\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"+
+		"time.sleep(60)", 500*time.Millisecond)
+	if res.ExitCode != 124 {
+		t.Fatalf("exit %d, want the worker killed", res.ExitCode)
+	}
+	wantOK(t, run(t, k, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"), "")
+	wantFigures(t, "figure_6.png")
+
+	// A Python started by the code gets the usual backend, not the worker's.
+	wantOK(t, run(t, k, "import subprocess\nsubprocess.run(['python3', '-c', "+
+		"'import matplotlib; print(matplotlib.get_backend())'])\nimport matplotlib\nprint(matplotlib.get_backend())"),
+		"agg\nmodule://_terp_mpl_backend\n")
+}
+
+func TestPrewarmDoesNotDelayStart(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	// slowmod's import blocks until the test releases it, so Start can only
+	// return if it does not wait for the prewarm imports.
+	writeFile(t, sbx, "/work/slowmod.py", "import os, time\nopen('/work/started', 'w').close()\n"+
+		"while not os.path.exists('/work/release'):\n    time.sleep(0.01)\n")
+	k := startKernel(t, sbx, Options{Prewarm: []string{"slowmod", "no_such_module"}})
+	waitForFile(t, sbx, "started")
+
+	// A run that comes before the imports are done waits, and its ctx can
+	// end the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := k.Run(ctx, "1", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run before ready = %v, want its ctx's error", err)
+	}
+
+	writeFile(t, sbx, "/work/release", "")
+	// The wait does not count against the run's timeout.
+	res := runWithin(t, k, "import sys\n'slowmod' in sys.modules, 'no_such_module' in sys.modules", 100*time.Millisecond)
+	wantOK(t, res, "(True, False)\n")
+	info := currentWorker(t, k).info
+	if !strings.Contains(info.Failed["no_such_module"], "ModuleNotFoundError") || len(info.Failed) != 1 ||
+		!strings.HasPrefix(info.Python, "3.") {
+		t.Errorf("ready message %+v", info)
+	}
+}
+
+func TestReadyTimeout(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	writeFile(t, sbx, "/work/slowmod.py", "import os, time\n"+
+		"while not os.path.exists('/work/release'):\n    time.sleep(0.01)\n")
+	k := startKernel(t, sbx, Options{Prewarm: []string{"slowmod"}, ReadyTimeout: 500 * time.Millisecond})
+	_, err := k.Run(context.Background(), "1", time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "not ready after 500ms") {
+		t.Errorf("Run = %v, want the ready timeout", err)
+	}
+	writeFile(t, sbx, "/work/release", "")
+	wantOK(t, run(t, k, "1"), "1\n")
+
+	if _, err := Start(context.Background(), sbx, Options{Prewarm: []string{"os; rm -rf /"}}); err == nil {
+		t.Error("Start accepted a bad module name")
+	}
+}
+
+// waitForFile waits until the code created /work/name.
+func waitForFile(t testing.TB, sbx sandbox.Sandbox, name string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		files, err := sbx.List(context.Background(), sandbox.WorkDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(files, func(f sandbox.FileInfo) bool { return f.Path == name }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/work/%s never appeared", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOutputIsBounded(t *testing.T) {
+	t.Parallel()
+	k := startKernel(t, newSandbox(t), Options{MaxStdout: 4000, MaxStderr: 2000})
+	const mb = 1 << 20
+
+	for _, size := range []int{100, 1024} {
+		t.Run(fmt.Sprintf("%dMB", size), func(t *testing.T) {
+			runtime.GC()
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			peak := sampleHeap(t)
+			code := fmt.Sprintf("import os, sys\nline = 'x' * 1023 + '\\n'\nblock = line.encode() * 1024\n"+
+				"print('first')\nfor i in range(%d):\n    os.write(1, block) if i %% 2 else sys.stdout.write(line * 1024)\n"+
+				"sys.stderr.write('e' * %d)\nprint('last')", size, 10*mb)
+			res := run(t, k, code)
+			heap := peak()
+			if res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "first\nxxx") || !strings.HasSuffix(res.Stdout, "xx\nlast\n") ||
+				!strings.Contains(res.Stdout, "bytes omitted") || len(res.Stdout) > 4100 || len(res.Stderr) > 2100 {
+				t.Errorf("exit %d, %d bytes of stdout, %d of stderr:\n%.300s", res.ExitCode, len(res.Stdout), len(res.Stderr), res.Stdout)
+			}
+			if grew := int64(heap) - int64(before.HeapAlloc); grew > 16*mb {
+				t.Errorf("the heap grew by %d MB while %d MB were printed", grew/mb, size)
+			}
+			t.Logf("%d MB in %s", size, res.Duration)
+		})
+	}
+}
+
+// sampleHeap records the Go heap's peak until the returned function is
+// called, which returns it.
+func sampleHeap(t testing.TB) func() uint64 {
+	var (
+		mu   sync.Mutex
+		peak uint64
+		stop = make(chan struct{})
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			mu.Lock()
+			peak = max(peak, m.HeapAlloc)
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}

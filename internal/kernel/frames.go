@@ -1,0 +1,130 @@
+package kernel
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// errProtocol is wrapped by every error for a frame stream that breaks the
+// protocol (see protocol.go), as opposed to one that simply ends.
+var errProtocol = errors.New("protocol error")
+
+// frameHeader is one parsed header line.
+type frameHeader struct {
+	nonce string
+	kind  string
+	size  int
+}
+
+// frameReader reads frames from the worker's stdout. It trusts nothing: a
+// header is read byte by byte up to maxHeader, and a payload is never
+// buffered whole unless it is a control message within maxControl.
+type frameReader struct {
+	br  *bufio.Reader
+	buf []byte // reused to copy output payloads
+}
+
+func newFrameReader(r io.Reader) *frameReader {
+	return &frameReader{br: bufio.NewReaderSize(r, maxChunk+maxHeader), buf: make([]byte, 32<<10)}
+}
+
+// header reads the next header line. A stream that ends before its first
+// byte returns io.EOF; anything else that is not a valid header is a
+// protocol error.
+func (fr *frameReader) header() (frameHeader, error) {
+	var line []byte
+	for {
+		c, err := fr.br.ReadByte()
+		if err == io.EOF && len(line) == 0 {
+			return frameHeader{}, io.EOF
+		}
+		if err != nil {
+			return frameHeader{}, fmt.Errorf("%w: stream ended inside a frame header", errProtocol)
+		}
+		if c == '\n' {
+			break
+		}
+		if len(line) == maxHeader {
+			return frameHeader{}, fmt.Errorf("%w: frame header longer than %d bytes, starting %q", errProtocol, maxHeader, line[:32])
+		}
+		line = append(line, c)
+	}
+	return parseHeader(string(line))
+}
+
+// parseHeader checks a header line, without its newline, against
+// "TERP <nonce> <kind> <n>" and the kind's size cap.
+func parseHeader(line string) (frameHeader, error) {
+	bad := func(why string) (frameHeader, error) {
+		return frameHeader{}, fmt.Errorf("%w: bad frame header %.64q: %s", errProtocol, line, why)
+	}
+	f := strings.Split(line, " ")
+	if len(f) != 4 || f[0] != "TERP" {
+		return bad(`want "TERP <nonce> <kind> <n>"`)
+	}
+	h := frameHeader{nonce: f[1], kind: f[2]}
+	if !isHex(h.nonce) || len(h.nonce) > 64 {
+		return bad("the nonce is not 1 to 64 hex digits")
+	}
+	var limit int
+	switch h.kind {
+	case kindOut, kindErr:
+		limit = maxChunk
+	case kindReady, kindDone:
+		limit = maxControl
+	default:
+		return bad("unknown kind")
+	}
+	n := f[3]
+	if n == "" || len(n) > 8 || (len(n) > 1 && n[0] == '0') || strings.Trim(n, "0123456789") != "" {
+		return bad("the size is not a decimal number")
+	}
+	h.size, _ = strconv.Atoi(n)
+	if h.size > limit {
+		return bad(fmt.Sprintf("%s frames are at most %d bytes", h.kind, limit))
+	}
+	return h, nil
+}
+
+func isHex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// copyPayload copies the next n bytes to w through the reused buffer, so
+// output of any size costs no allocation.
+func (fr *frameReader) copyPayload(w io.Writer, n int) error {
+	for n > 0 {
+		k, err := io.ReadFull(fr.br, fr.buf[:min(n, len(fr.buf))])
+		if err != nil {
+			return fmt.Errorf("%w: stream ended inside a frame", errProtocol)
+		}
+		if _, err := w.Write(fr.buf[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// payload reads the next n bytes, a control message already checked
+// against maxControl.
+func (fr *frameReader) payload(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(fr.br, b); err != nil {
+		return nil, fmt.Errorf("%w: stream ended inside a frame", errProtocol)
+	}
+	return b, nil
+}

@@ -1,0 +1,399 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// DefaultPrewarm is what a kernel imports at start when the configuration
+// does not say otherwise: the libraries nearly every analysis begins with,
+// whose import costs about a second.
+var DefaultPrewarm = []string{"numpy", "pandas", "matplotlib"}
+
+// Defaults for what Options leaves at zero.
+const (
+	DefaultGrace        = 2 * time.Second
+	DefaultReadyTimeout = 2 * time.Minute
+)
+
+// Options configure a kernel.
+type Options struct {
+	// Prewarm lists modules the worker imports as soon as it starts, while
+	// the model is still writing its first request. "matplotlib" also
+	// imports matplotlib.pyplot, which builds the font cache. Modules that
+	// fail to import are skipped. Empty means none.
+	Prewarm []string
+	// MaxStdout and MaxStderr bound what is kept of each run's output, in
+	// bytes, head and tail (see sandbox.Capture). Zero means
+	// sandbox.DefaultMaxOutput.
+	MaxStdout, MaxStderr int
+	// Grace is how long a run that timed out gets to stop after SIGINT
+	// before the worker is killed and replaced. Zero means DefaultGrace.
+	Grace time.Duration
+	// ReadyTimeout bounds how long a run waits for the worker's start-up
+	// (the prewarm imports). The wait does not count against the run's own
+	// timeout. Zero means DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+}
+
+// Kernel runs code in one persistent Python worker per sandbox, like a
+// notebook: variables, imports and functions survive from run to run, and
+// the value of a trailing expression is shown. When a run times out and
+// does not stop on an interrupt, or the interpreter crashes, the worker is
+// replaced by a fresh one and the Result's Notice tells the model what was
+// lost.
+//
+// A Kernel is safe for concurrent use; runs happen one at a time.
+type Kernel struct {
+	sbx  sandbox.Sandbox
+	opt  Options
+	life context.Context // the workers' lifetime: Start's ctx, until Close
+	stop context.CancelFunc
+
+	runMu sync.Mutex // held for a whole Run
+
+	mu     sync.Mutex
+	w      *worker // the current worker; nil when it must be started anew
+	closed bool
+	last   doneMsg // the last run's done message, for tests
+}
+
+var _ Runner = (*Kernel)(nil)
+
+// errClosed is returned by a Kernel used after Close.
+var errClosed = errors.New("the Python kernel is closed")
+
+// moduleName is what Options.Prewarm accepts: dotted Python identifiers.
+var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// Start starts the worker in sbx and returns without waiting for its prewarm
+// imports, which overlap with whatever the caller does next (typically the
+// model's first request); the first Run waits for them.
+//
+// ctx is the kernel's lifetime, not just Start's: the worker, and any worker
+// started later to replace it, is killed when ctx ends, as with
+// exec.CommandContext. Pass a context that lives as long as the
+// conversation, and call Close when done.
+func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, error) {
+	for _, m := range opt.Prewarm {
+		if !moduleName.MatchString(m) {
+			return nil, fmt.Errorf("prewarm: %q is not a Python module name", m)
+		}
+	}
+	if opt.Grace <= 0 {
+		opt.Grace = DefaultGrace
+	}
+	if opt.ReadyTimeout <= 0 {
+		opt.ReadyTimeout = DefaultReadyTimeout
+	}
+	if opt.MaxStdout <= 0 {
+		opt.MaxStdout = sandbox.DefaultMaxOutput
+	}
+	if opt.MaxStderr <= 0 {
+		opt.MaxStderr = sandbox.DefaultMaxOutput
+	}
+	opt.Prewarm = append([]string(nil), opt.Prewarm...)
+	life, stop := context.WithCancel(ctx)
+	w, err := startWorker(life, sbx, opt.Prewarm)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, w: w}, nil
+}
+
+// Run runs code as the next cell. It first waits, if need be, for the
+// worker's start-up (bounded by Options.ReadyTimeout and ctx); timeout then
+// limits the code itself (zero means no limit but ctx).
+//
+// A run that times out is interrupted with SIGINT; if it stops within
+// Options.Grace the session survives, otherwise the worker is killed and
+// replaced. When ctx ends the run is stopped the same way and ctx's error is
+// returned with what the run printed. Result.Duration includes the wait for
+// start-up.
+func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
+	k.runMu.Lock()
+	defer k.runMu.Unlock()
+	began := time.Now()
+	res, err := k.run(ctx, code, timeout)
+	res.Duration = time.Since(began)
+	return res, err
+}
+
+func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	w, notice, err := k.current()
+	if err != nil {
+		return Result{Notice: notice}, err
+	}
+	if err := k.awaitReady(ctx, w); err != nil {
+		return Result{Notice: notice}, err
+	}
+	res, err := k.runOn(ctx, w, code, timeout)
+	res.Notice = joinNotices(notice, res.Notice)
+	return res, err
+}
+
+// current returns the current worker, starting a new one if there is none or
+// if the last one died between runs; the notice then tells the model its
+// session is new.
+func (k *Kernel) current() (*worker, string, error) {
+	k.mu.Lock()
+	w, closed := k.w, k.closed
+	k.mu.Unlock()
+	if closed {
+		return nil, "", errClosed
+	}
+	if w != nil && !w.isGone() {
+		return w, "", nil
+	}
+	notice := ""
+	if w != nil {
+		_ = w.awaitExit(exitWait)
+		notice = diedBetweenRunsNotice(w.exitStatus(), w.streamErr())
+	}
+	w, err := k.replace(w)
+	return w, notice, err
+}
+
+// replace kills old (if any) and starts a fresh worker, which begins its
+// prewarm imports at once.
+func (k *Kernel) replace(old *worker) (*worker, error) {
+	if old != nil {
+		old.kill()
+	}
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil, errClosed
+	}
+	k.w = nil
+	k.mu.Unlock()
+
+	w, err := startWorker(k.life, k.sbx, k.opt.Prewarm)
+	if err != nil {
+		return nil, fmt.Errorf("restart the Python worker: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		w.kill()
+		return nil, errClosed
+	}
+	k.w = w
+	return w, nil
+}
+
+// awaitReady waits for the worker's ready frame. A worker that dies or
+// hangs in its start-up is dropped, so the next Run starts a new one.
+func (k *Kernel) awaitReady(ctx context.Context, w *worker) error {
+	select {
+	case <-w.ready:
+		return nil
+	default:
+	}
+	t := time.NewTimer(k.opt.ReadyTimeout)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.gone:
+		w.awaitExit(exitWait)
+		w.awaitDiag()
+		k.drop(w)
+		return fmt.Errorf("the Python worker exited while starting (%s)%s",
+			describeExit(w.exitStatus()), diagSuffix(w.diagnostics()))
+	case <-t.C:
+		w.kill()
+		k.drop(w)
+		return fmt.Errorf("the Python worker was not ready after %s: importing %v took too long%s",
+			k.opt.ReadyTimeout, k.opt.Prewarm, diagSuffix(w.diagnostics()))
+	}
+}
+
+// drop forgets w if it is still the current worker.
+func (k *Kernel) drop(w *worker) {
+	k.mu.Lock()
+	if k.w == w {
+		k.w = nil
+	}
+	k.mu.Unlock()
+}
+
+// runOn sends code to a ready worker and waits for its done frame, a
+// timeout, ctx or the worker's end, whichever comes first.
+func (k *Kernel) runOn(ctx context.Context, w *worker, code string, timeout time.Duration) (Result, error) {
+	s := &runSink{
+		nonce: newNonce(),
+		out:   sandbox.NewCapture(k.opt.MaxStdout),
+		err:   sandbox.NewCapture(k.opt.MaxStderr),
+		done:  make(chan doneMsg, 1),
+	}
+	w.begin(s)
+	defer w.end()
+
+	line, err := json.Marshal(request{Nonce: s.nonce, Code: code})
+	if err != nil {
+		return Result{}, err
+	}
+	// The write happens aside: a worker that stopped reading its stdin must
+	// not hang Run, and one that died makes it fail at once.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.proc.Stdin().Write(append(line, '\n'))
+		wrote <- err
+	}()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		select {
+		case d := <-s.done:
+			return k.finished(s, d), nil
+		case err := <-wrote:
+			wrote = nil
+			if err != nil {
+				w.kill()
+				return k.crashed(w, s)
+			}
+		case <-w.gone:
+			return k.crashed(w, s)
+		case <-expired:
+			if d, ok := doneNow(s); ok {
+				return k.finished(s, d), nil
+			}
+			return k.interrupt(w, s, fmt.Sprintf("timed out after %s", timeout), nil)
+		case <-ctx.Done():
+			if d, ok := doneNow(s); ok {
+				return k.finished(s, d), nil
+			}
+			return k.interrupt(w, s, "was cancelled", ctx.Err())
+		}
+	}
+}
+
+// doneNow returns the run's done message if it has arrived: a run that
+// finished as its time ran out is not reported as timed out.
+func doneNow(s *runSink) (doneMsg, bool) {
+	select {
+	case d := <-s.done:
+		return d, true
+	default:
+		return doneMsg{}, false
+	}
+}
+
+// finished turns a done frame into the Result.
+func (k *Kernel) finished(s *runSink, d doneMsg) Result {
+	k.mu.Lock()
+	k.last = d
+	k.mu.Unlock()
+	return Result{ExitCode: d.ExitCode, Stdout: s.out.String(), Stderr: s.err.String()}
+}
+
+// interrupt ends a run that timed out (cause nil) or whose ctx ended (cause is
+// ctx's error): SIGINT first, which raises KeyboardInterrupt in the code and
+// keeps the session; SIGKILL and a new worker if the run does not end within
+// the grace period.
+func (k *Kernel) interrupt(w *worker, s *runSink, what string, cause error) (Result, error) {
+	_ = w.proc.Signal(sandbox.SIGINT)
+	t := time.NewTimer(k.opt.Grace)
+	defer t.Stop()
+	select {
+	case d := <-s.done:
+		res := k.finished(s, d)
+		res.TimedOut = cause == nil
+		res.Notice = fmt.Sprintf("The run %s: it was interrupted (KeyboardInterrupt) and stopped. The Python "+
+			"session survived, so variables and imports were kept, including any the code set before it "+
+			"was stopped. Files in /work were kept.", what)
+		return res, cause
+	case <-w.gone:
+	case <-t.C:
+	}
+
+	w.kill()
+	res := Result{
+		ExitCode: sandbox.ExitTimedOut,
+		Stdout:   s.out.String(),
+		Stderr:   s.err.String(),
+		TimedOut: cause == nil,
+		Notice: fmt.Sprintf("The run %s and was killed, because it did not stop within %s of an interrupt. "+
+			"The Python session was restarted, so all variables and imports were lost. Files in /work were kept.",
+			what, k.opt.Grace),
+	}
+	if cause != nil {
+		res.ExitCode = -1
+	}
+	if _, err := k.replace(w); err != nil {
+		return res, errors.Join(cause, err)
+	}
+	return res, cause
+}
+
+// crashed reports a run whose worker went away: it crashed, was killed (the
+// out-of-memory killer, Close) or broke the protocol. A fresh worker is
+// started for the next run.
+func (k *Kernel) crashed(w *worker, s *runSink) (Result, error) {
+	streamErr := w.streamErr()
+	if errors.Is(streamErr, errProtocol) {
+		w.kill()
+	} else {
+		w.awaitExit(exitWait)
+	}
+	w.awaitDiag()
+	report := crashReport(w.end())
+	if report != "" {
+		if s.err.Total() > 0 {
+			report = "\n" + report
+		}
+		_, _ = s.err.Write([]byte(report + "\n"))
+	}
+	code := w.exitStatus()
+	res := Result{ExitCode: code, Stdout: s.out.String(), Stderr: s.err.String()}
+	k.mu.Lock()
+	closed := k.closed
+	k.mu.Unlock()
+	if closed {
+		return res, errClosed
+	}
+	res.Notice = crashNotice(code, streamErr)
+	if _, err := k.replace(w); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// Close kills the worker and everything it started, and waits for it.
+// Closing twice is not an error.
+func (k *Kernel) Close() error {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil
+	}
+	k.closed = true
+	w := k.w
+	k.w = nil
+	k.mu.Unlock()
+
+	var err error
+	if w != nil && !w.kill() {
+		err = fmt.Errorf("the Python worker did not exit within %s of SIGKILL", killWait)
+	}
+	k.stop()
+	return err
+}

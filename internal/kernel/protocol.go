@@ -1,0 +1,107 @@
+package kernel
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+)
+
+// The protocol between terp and the worker (worker.py).
+//
+// terp starts `python3 /work/.terp/worker.py --nonce <hex> --prewarm a,b,c`
+// with pipes on the worker's stdin, stdout and stderr. The worker moves all
+// three to private descriptors at once and points fd 0, 1 and 2 at
+// /dev/null, so the code it runs can neither read requests nor print into
+// the channel; its own stdout and stderr are per-run pipes the worker reads.
+//
+// Requests, terp to worker, are JSON lines on the worker's stdin, one per
+// run, sent only after the ready frame and after the previous run's done:
+//
+//	{"nonce": "<32 hex digits, new for every run>", "code": "<python source>"}
+//
+// Responses, worker to terp, are frames on the worker's stdout: a header
+// line, then exactly n raw bytes (no newline after them):
+//
+//	TERP <nonce> <kind> <n>\n<n bytes>
+//
+// The nonce is 1 to 64 lowercase hex digits and n a decimal without sign or
+// leading zeros. The kinds:
+//
+//   - ready: JSON (readyMsg), sent once when the prewarm imports are done,
+//     with the nonce from the command line. Until it arrives the worker
+//     reads no request.
+//   - out, err: a raw chunk, at most maxChunk bytes, of what the run wrote
+//     to fd 1 or fd 2, in order per stream, forwarded as it arrives.
+//   - done: JSON (doneMsg), the last frame of a run, sent after every out
+//     and err frame of the run.
+//
+// Frames of a run carry its request's nonce. The nonce is not a secret from
+// the code (it lives in the worker's memory); it is what ties a frame to a
+// run, so a frame left over from an earlier run, which a reader thread
+// stuck on a descriptor the code duplicated may still send, is counted and
+// dropped instead of ending the wrong run. What keeps printed text out of the
+// channel is the descriptors: anything the code writes to fd 1 or 2 is
+// payload inside out and err frames, whatever it looks like.
+//
+// terp reads frames strictly: a header that is not exactly this shape, an
+// unknown kind, a payload over its kind's cap or a stream that ends inside a
+// frame is a protocol error. The worker is then killed and replaced, as
+// after a crash; nothing it sends can make terp buffer more than a frame's
+// cap or wait without a bound.
+//
+// The worker's stderr carries its diagnostics and, if the interpreter
+// crashes, faulthandler's report, which terp adds to the run's stderr.
+
+// Frame kinds.
+const (
+	kindReady = "ready"
+	kindOut   = "out"
+	kindErr   = "err"
+	kindDone  = "done"
+)
+
+// Frame size caps. Output chunks are what the worker reads from a pipe at
+// once; control messages are small JSON documents.
+const (
+	maxChunk   = 64 << 10
+	maxControl = 1 << 20
+	// maxHeader bounds a header line: "TERP ", a 64 digit nonce, a kind and
+	// a length fit easily.
+	maxHeader = 128
+)
+
+// request is one run, as sent to the worker.
+type request struct {
+	Nonce string `json:"nonce"`
+	Code  string `json:"code"`
+}
+
+// readyMsg is the ready frame's payload.
+type readyMsg struct {
+	Python string `json:"python"`
+	PID    int    `json:"pid"`
+	// Failed maps the prewarm modules that could not be imported to the
+	// error; the worker starts anyway and the code gets the error when it
+	// imports them itself.
+	Failed         map[string]string `json:"failed"`
+	PrewarmSeconds float64           `json:"prewarm_seconds"`
+}
+
+// doneMsg is the done frame's payload.
+type doneMsg struct {
+	ExitCode int `json:"exit_code"`
+	// Interrupted says a SIGINT reached the run while its code ran.
+	Interrupted bool `json:"interrupted"`
+	// Figures are the files (relative to /work) the run's open matplotlib
+	// figures were saved as, by plt.show() or after the run.
+	Figures []string `json:"figures"`
+	Cell    int      `json:"cell"`
+	Seconds float64  `json:"seconds"`
+}
+
+// newNonce returns 128 random bits in hex, for a run or a worker's ready
+// frame.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,45 @@
+// Package kernel runs the model's Python code in a sandbox, in one of two
+// modes. Script mode is the seed's: each run writes the code to a file and
+// starts a new Python, so only files survive between runs. Kernel mode keeps
+// one long-lived Python worker per sandbox, like the Jupyter kernels behind
+// other code interpreters: variables, imports and DataFrames survive, the
+// heavy imports are paid once, and matplotlib figures are saved as PNG files.
+// Both sit on the sandbox interface alone, so every backend can host them.
+package kernel
+
+import (
+	"context"
+	"time"
+)
+
+// Mode names how code runs. The values are configuration values.
+type Mode string
+
+// The execution modes.
+const (
+	ModeKernel Mode = "kernel"
+	ModeScript Mode = "script"
+)
+
+// Runner runs one piece of Python code to completion.
+type Runner interface {
+	// Run runs code with a time limit. A failure of the code (an exception,
+	// a timeout, a crash of the interpreter) is reported in Result; the
+	// error is for the sandbox failing or ctx ending.
+	Run(ctx context.Context, code string, timeout time.Duration) (Result, error)
+	// Close stops whatever the runner keeps running.
+	Close() error
+}
+
+// Result is what one run left behind, as the model will be told.
+type Result struct {
+	ExitCode int
+	// Stdout and Stderr are cut to their bounds, keeping head and tail.
+	Stdout, Stderr string
+	TimedOut       bool
+	// Notice, when set, tells the model something about the run it must
+	// know to go on: that it timed out, that the interpreter crashed, that
+	// variables were lost and files kept.
+	Notice   string
+	Duration time.Duration
+}

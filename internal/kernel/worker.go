@@ -1,0 +1,327 @@
+package kernel
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// workerSource is the Python side of the kernel. It is written into every
+// sandbox rather than installed, so the sandbox needs nothing but python3.
+//
+//go:embed worker.py
+var workerSource string
+
+// workerPath is where the worker's source lives inside the sandbox.
+var workerPath = path.Join(sandbox.WorkDir, InternalDir, "worker.py")
+
+// How long terp waits for a worker that should be going away: after the
+// frame stream ended, for the process to exit by itself, and after SIGKILL,
+// for the sandbox to report it dead.
+const (
+	exitWait = 2 * time.Second
+	killWait = 10 * time.Second
+)
+
+// worker is one running worker process and what its streams said. Its
+// goroutines read everything the process writes, always, so the process can
+// never block on a full pipe because terp is not reading.
+type worker struct {
+	proc       sandbox.Process
+	readyNonce string
+
+	ready    chan struct{} // closed when the ready frame arrived
+	gone     chan struct{} // closed when the frame stream ended or broke
+	exited   chan struct{} // closed when the process has exited
+	diagDone chan struct{} // closed when its stderr is drained
+
+	mu       sync.Mutex
+	info     readyMsg // valid once ready is closed
+	run      *runSink // the run in progress, nil between runs
+	stray    int      // frames that belonged to no current run
+	readErr  error    // why gone was closed
+	diag     *sandbox.Capture
+	runDiag  *sandbox.Capture // stderr written during the current run
+	exitCode int              // valid once exited is closed
+	waitErr  error
+}
+
+// runSink is where the frames of the run in progress go.
+type runSink struct {
+	nonce    string
+	out, err *sandbox.Capture
+	done     chan doneMsg // buffered, receives the run's done frame
+	finished bool         // done arrived; later frames are stray
+}
+
+// startWorker writes the worker's source and starts it. It returns at once:
+// the prewarm imports run while terp does other things, and ready is closed
+// when they are over. ctx bounds the process's life.
+func startWorker(ctx context.Context, sbx sandbox.Sandbox, prewarm []string) (*worker, error) {
+	if err := sbx.WriteFile(ctx, workerPath, strings.NewReader(workerSource)); err != nil {
+		return nil, fmt.Errorf("write the Python worker: %w", err)
+	}
+	nonce := newNonce()
+	cmd := []string{"python3", workerPath, "--nonce", nonce}
+	if len(prewarm) > 0 {
+		cmd = append(cmd, "--prewarm", strings.Join(prewarm, ","))
+	}
+	proc, err := sbx.Start(ctx, cmd, sandbox.ExecOptions{Dir: sandbox.WorkDir, Env: pythonEnv})
+	if err != nil {
+		return nil, fmt.Errorf("start the Python worker: %w", err)
+	}
+	w := &worker{
+		proc:       proc,
+		readyNonce: nonce,
+		ready:      make(chan struct{}),
+		gone:       make(chan struct{}),
+		exited:     make(chan struct{}),
+		diagDone:   make(chan struct{}),
+		diag:       sandbox.NewCapture(8 << 10),
+	}
+	go w.readFrames(proc.Stdout())
+	go w.readDiag(proc.Stderr())
+	go func() {
+		code, err := proc.Wait()
+		w.mu.Lock()
+		w.exitCode, w.waitErr = code, err
+		w.mu.Unlock()
+		close(w.exited)
+	}()
+	return w, nil
+}
+
+// readFrames dispatches the worker's frames until its stdout ends or breaks
+// the protocol. A worker that breaks it is killed: nothing it says can be
+// trusted any more.
+func (w *worker) readFrames(r io.Reader) {
+	err := w.dispatch(newFrameReader(r))
+	w.mu.Lock()
+	w.readErr = err
+	w.mu.Unlock()
+	close(w.gone)
+	if !errors.Is(err, io.EOF) {
+		_ = w.proc.Signal(sandbox.SIGKILL)
+	}
+	// Whatever else arrives is ignored, but read, so a worker that a backend
+	// could not kill never blocks on a full pipe.
+	_, _ = io.Copy(io.Discard, r)
+}
+
+func (w *worker) dispatch(fr *frameReader) error {
+	for {
+		h, err := fr.header()
+		if err != nil {
+			return err
+		}
+		switch h.kind {
+		case kindOut, kindErr:
+			if err := fr.copyPayload(w.output(h), h.size); err != nil {
+				return err
+			}
+		case kindReady:
+			data, err := fr.payload(h.size)
+			if err != nil {
+				return err
+			}
+			if err := w.onReady(h, data); err != nil {
+				return err
+			}
+		case kindDone:
+			data, err := fr.payload(h.size)
+			if err != nil {
+				return err
+			}
+			if err := w.onDone(h, data); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// output returns where an out or err frame's payload goes: the current
+// run's capture, or nowhere for a frame of no current run.
+func (w *worker) output(h frameHeader) io.Writer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.run
+	if s == nil || s.finished || s.nonce != h.nonce {
+		w.stray++
+		return io.Discard
+	}
+	if h.kind == kindOut {
+		return s.out
+	}
+	return s.err
+}
+
+func (w *worker) onReady(h frameHeader, data []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.ready:
+		w.stray++
+		return nil
+	default:
+	}
+	if h.nonce != w.readyNonce {
+		w.stray++
+		return nil
+	}
+	if err := json.Unmarshal(data, &w.info); err != nil {
+		return fmt.Errorf("%w: bad ready message: %v", errProtocol, err)
+	}
+	close(w.ready)
+	return nil
+}
+
+func (w *worker) onDone(h frameHeader, data []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.run
+	if s == nil || s.finished || s.nonce != h.nonce {
+		w.stray++
+		return nil
+	}
+	var msg doneMsg
+	if err := json.Unmarshal(data, &msg); err != nil {
+		return fmt.Errorf("%w: bad done message: %v", errProtocol, err)
+	}
+	s.finished = true
+	s.done <- msg // buffered for exactly this one message
+	return nil
+}
+
+// readDiag keeps the tail of the worker's own stderr, for start-up failures,
+// and what it wrote during the current run, for crash reports.
+func (w *worker) readDiag(r io.Reader) {
+	defer close(w.diagDone)
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			w.mu.Lock()
+			_, _ = w.diag.Write(buf[:n])
+			if w.runDiag != nil {
+				_, _ = w.runDiag.Write(buf[:n])
+			}
+			w.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// begin makes s the run in progress.
+func (w *worker) begin(s *runSink) {
+	w.mu.Lock()
+	w.run = s
+	w.runDiag = sandbox.NewCapture(8 << 10)
+	w.mu.Unlock()
+}
+
+// end forgets the run in progress and returns what the worker wrote on its
+// own stderr meanwhile.
+func (w *worker) end() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.run = nil
+	d := w.runDiag
+	w.runDiag = nil
+	if d == nil {
+		return ""
+	}
+	return d.String()
+}
+
+// isGone reports whether the worker can no longer run anything.
+func (w *worker) isGone() bool {
+	select {
+	case <-w.gone:
+		return true
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// streamErr is why the frame stream ended; io.EOF for a plain end.
+func (w *worker) streamErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.readErr
+}
+
+// exitStatus is the process's exit code, once exited is closed.
+func (w *worker) exitStatus() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.exitCode
+}
+
+// strays counts the frames dropped for belonging to no current run.
+func (w *worker) strays() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stray
+}
+
+// diagnostics is the tail of the worker's stderr, trimmed.
+func (w *worker) diagnostics() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.TrimSpace(w.diag.String())
+}
+
+// awaitExit waits up to d for the process to exit. If it does not, it is
+// killed and waited for up to killWait. It reports whether the process is
+// known to be dead.
+func (w *worker) awaitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.exited:
+		return true
+	case <-t.C:
+	}
+	return w.kill()
+}
+
+// kill sends SIGKILL (through the sandbox, which kills everything the worker
+// started too) and waits up to killWait for the process and its streams to
+// end. It reports whether the process is known to be dead.
+func (w *worker) kill() bool {
+	_ = w.proc.Signal(sandbox.SIGKILL)
+	t := time.NewTimer(killWait)
+	defer t.Stop()
+	for _, c := range []chan struct{}{w.exited, w.gone} {
+		select {
+		case <-c:
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// awaitDiag waits a little for the worker's stderr to be drained, so that a
+// crash report written just before the process died is complete.
+func (w *worker) awaitDiag() {
+	t := time.NewTimer(exitWait)
+	defer t.Stop()
+	select {
+	case <-w.diagDone:
+	case <-t.C:
+	}
+}

@@ -1,0 +1,617 @@
+r"""terp's persistent Python worker: runs the model's code like notebook cells.
+
+terp (internal/kernel) writes this file to /work/.terp/worker.py, starts it
+with `python3 /work/.terp/worker.py --nonce N --prewarm numpy,pandas,...` and
+keeps it for the whole conversation. It uses the standard library only.
+
+File descriptors. The process starts with terp's pipes on fd 0, 1 and 2. The
+first thing the worker does is move them to private descriptors numbered 200
+and up (F_DUPFD_CLOEXEC: non-inheritable, as os.dup makes them, PEP 446, so no
+subprocess gets them) and point fd 0, 1 and 2 at /dev/null:
+
+  - requests are read from the private copy of the original stdin, so
+    input() and sys.stdin see EOF and can never eat a request;
+  - frames are written to the private copy of the original stdout, so
+    nothing the code prints can reach the protocol channel;
+  - the worker's own diagnostics (and faulthandler's report of a crash) go to
+    the private copy of the original stderr.
+
+For each run, fresh pipes are dup2'ed onto fd 1 and 2, so everything written
+there (print, os.write, C extensions, subprocesses that inherit them) is read
+back by two threads and forwarded as frames. After the run fd 1 and 2 point
+at /dev/null again, which closes the pipes' last write ends once the run's
+processes are gone, and the reader threads end at EOF.
+
+Protocol (see protocol.go for the full contract). A request is one JSON line,
+{"nonce": "<hex>", "code": "<python source>"}. Every response is a frame: a
+header line "TERP <nonce> <kind> <n>\n" followed by exactly n raw bytes. Kinds
+are ready (JSON, once, carrying the nonce given on the command line), out and
+err (raw chunks of the run's fd 1 and fd 2, at most 64 KiB each) and done
+(JSON, the last frame of a run). A run's frames carry its request's nonce.
+
+Signals. SIGINT is ignored except while the code runs, when it raises
+KeyboardInterrupt; terp sends it on a timeout. The worker is a child
+subreaper, so daemons the code double-forks are reparented to it, and after
+every run it kills all its descendants: nothing outlives its run.
+"""
+
+import ast
+import builtins
+import faulthandler
+import fcntl
+import importlib
+import importlib.abc
+import importlib.machinery
+import io
+import json
+import linecache
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import tokenize
+import traceback
+import types
+
+WORK_DIR = "/work"
+CHUNK = 64 << 10  # largest out/err frame payload
+MAX_REPR = 20000  # characters of a trailing expression's repr shown
+READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
+BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see BackendFinder
+PR_SET_CHILD_SUBREAPER = 36
+PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
+
+# Frames of this file are dropped from tracebacks shown to the model.
+WORKER_FILE = sys._getframe().f_code.co_filename
+
+
+class Channel:
+    """The protocol channel: frames written whole, one at a time.
+
+    The main thread and the two reader threads all send, so a lock keeps
+    frames from interleaving; the loop handles the partial writes a signal
+    can cause.
+    """
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def send(self, nonce, kind, payload):
+        data = memoryview(b"TERP %s %s %d\n" % (nonce.encode(), kind.encode(), len(payload)) + payload)
+        with self.lock:
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+
+    def send_json(self, nonce, kind, obj):
+        self.send(nonce, kind, json.dumps(obj).encode())
+
+
+class Worker:
+    """The session: the model's namespace and the runs made in it."""
+
+    def __init__(self, chan, diag, devnull):
+        self.chan = chan
+        self.diag = diag
+        self.devnull = devnull
+        self.std = StdStreams()
+        self.cell = 0
+        self.figures = []  # saved during the current run
+        self.sigint = False  # a SIGINT arrived during the current run
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = builtins
+        # Replacing the module makes pickle, `if __name__ == "__main__"` and
+        # multiprocessing see the model's namespace, not this file's.
+        sys.modules["__main__"] = main
+        self.ns = main.__dict__
+
+    def log(self, msg):
+        try:
+            self.diag.write("terp worker: %s\n" % msg)
+        except Exception:
+            pass
+
+    # --- one run ---------------------------------------------------------
+
+    def run(self, nonce, code):
+        self.cell += 1
+        self.figures = []
+        self.sigint = False
+        started = time.monotonic()
+        readers = []
+        for fd, kind in ((1, "out"), (2, "err")):
+            r, w = os.pipe()
+            os.dup2(w, fd)
+            os.close(w)
+            t = threading.Thread(target=self.forward, args=(r, nonce, kind), daemon=True)
+            t.start()
+            readers.append(t)
+        self.std.bind()
+        # A mask the last run left would keep this one from being interrupted.
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        exit_code = self.execute(code, "<cell %d>" % self.cell)
+        self.std.flush()
+        try:
+            self.save_open_figures()
+        except BaseException as e:  # noqa: BLE001 - never let the worker die here
+            write_quietly(self.std.stderr, "terp: could not save the open figures: %s\n" % e)
+        self.std.flush()
+        kill_descendants(self.log)
+        os.dup2(self.devnull, 1)
+        os.dup2(self.devnull, 2)
+        for t in readers:
+            t.join(READER_JOIN_SECONDS)
+            if t.is_alive():
+                # Something still holds a dup of the pipe; its output will
+                # arrive with this run's nonce, which terp ignores from now.
+                self.log("output reader of cell %d still running" % self.cell)
+        self.chan.send_json(nonce, "done", {
+            "exit_code": exit_code,
+            "interrupted": self.sigint,
+            "figures": self.figures,
+            "cell": self.cell,
+            "seconds": round(time.monotonic() - started, 6),
+        })
+
+    def forward(self, fd, nonce, kind):
+        try:
+            while True:
+                data = os.read(fd, CHUNK)
+                if not data:
+                    break
+                self.chan.send(nonce, kind, data)
+        except OSError as e:
+            self.log("forwarding %s: %s" % (kind, e))
+        finally:
+            os.close(fd)
+
+    def on_sigint(self, signum, frame):
+        self.sigint = True
+        raise KeyboardInterrupt
+
+    def execute(self, code, filename):
+        """Runs one cell and returns its exit code, like `python3 file`."""
+        # Registered for tracebacks: functions defined here may fail later.
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        try:
+            body, last = compile_cell(code, filename)
+        except Exception as e:  # SyntaxError, null bytes, too deeply nested
+            sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+            return 1
+        try:
+            signal.signal(signal.SIGINT, self.on_sigint)
+            try:
+                exec(body, self.ns)
+                if last is not None:
+                    value = eval(last, self.ns)
+                    if value is not None:
+                        show_value(value)
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except SystemExit as e:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return exit_status(e.code)
+        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            print_exception(e)
+            return 1
+        return 0
+
+    # --- figures -----------------------------------------------------------
+
+    def save_open_figures(self):
+        """Saves every open pyplot figure as /work/figure_N.png and closes it.
+
+        It is the backend's show() and also runs after every run, so figures
+        reach the model whether the code calls plt.show() or not.
+        """
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        from matplotlib import _pylab_helpers
+
+        for num in plt.get_fignums():
+            manager = _pylab_helpers.Gcf.get_fig_manager(num)
+            if manager is None:
+                continue
+            fig = manager.canvas.figure
+            if getattr(fig, "_terp_saved", False) and not fig.stale:
+                # The code saved it itself and has not changed it since.
+                plt.close(fig)
+                continue
+            try:
+                self.figures.append(save_figure(fig))
+            except Exception as e:  # noqa: BLE001
+                sys.stderr.write("terp: could not save figure %s: %s\n" % (num, e))
+            finally:
+                plt.close(fig)
+
+
+def compile_cell(code, filename):
+    """Compiles code as a notebook cell: all but a trailing expression, which
+    is compiled apart so its value can be shown, unless a ';' ends it."""
+    tree = ast.parse(code, filename, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(code):
+        last = ast.Expression(tree.body.pop().value)
+        last = compile(last, filename, "eval", dont_inherit=True)
+    return compile(tree, filename, "exec", dont_inherit=True), last
+
+
+def ends_with_semicolon(code):
+    skip = {tokenize.ENDMARKER, tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,
+            tokenize.INDENT, tokenize.DEDENT}
+    last = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type not in skip:
+                last = tok
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return last is not None and last.type == tokenize.OP and last.string == ";"
+
+
+def show_value(value):
+    text = repr(value)
+    if len(text) > MAX_REPR:
+        text = text[:MAX_REPR] + "\n[... repr cut at %d of %d characters ...]" % (MAX_REPR, len(text))
+    sys.stdout.write(text + "\n")
+
+
+def exit_status(code):
+    """The exit status Python gives sys.exit(code)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write("%s\n" % (code,))
+    except Exception:  # noqa: BLE001
+        pass
+    return 1
+
+
+def print_exception(e):
+    """Prints e's traceback without this file's frames, so the model sees its
+    own code and the libraries it called, as with `python3 file`."""
+    try:
+        te = traceback.TracebackException(type(e), e, e.__traceback__, compact=True)
+        strip_worker_frames(te, set())
+        sys.stderr.write("".join(te.format()))
+    except BaseException:  # noqa: BLE001 - a broken __repr__ or stderr
+        try:
+            sys.stderr.write("%s\n" % type(e).__name__)
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def strip_worker_frames(te, seen):
+    if te is None or id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != WORKER_FILE])
+    strip_worker_frames(te.__cause__, seen)
+    strip_worker_frames(te.__context__, seen)
+    for sub in getattr(te, "exceptions", None) or ():
+        strip_worker_frames(sub, seen)
+
+
+class StdStreams:
+    """The text streams on fd 0, 1 and 2 that sys.stdin, sys.stdout and
+    sys.stderr are bound to at the start of every run.
+
+    They wrap the descriptor numbers, not a run's pipes, so a stream the code
+    kept (a logging handler made in an earlier run, say) writes into the
+    current run. stdout is line-buffered so output arrives as it is printed;
+    stderr is unbuffered. A stream the code closed is made anew.
+    """
+
+    def __init__(self):
+        self.stdin = self.stdout = self.stderr = None
+
+    def bind(self):
+        if self.stdin is None or self.stdin.closed:
+            # exit() and quit() close sys.stdin.
+            self.stdin = open(0, "r", closefd=False)
+        if self.stdout is None or self.stdout.closed:
+            self.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
+                                           encoding="utf-8", errors="backslashreplace",
+                                           line_buffering=True)
+        if self.stderr is None or self.stderr.closed:
+            self.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+                                           encoding="utf-8", errors="backslashreplace",
+                                           line_buffering=True, write_through=True)
+        sys.stdin = sys.__stdin__ = self.stdin
+        sys.stdout = sys.__stdout__ = self.stdout
+        sys.stderr = sys.__stderr__ = self.stderr
+
+    def flush(self):
+        flush(self.stdout, self.stderr, sys.stdout, sys.stderr)
+
+
+def write_quietly(stream, text):
+    try:
+        stream.write(text)
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def flush(*streams):
+    for s in streams:
+        try:
+            s.flush()
+        except BaseException:  # noqa: BLE001 - closed, or replaced by the code
+            pass
+
+
+FIGURE_NAME = re.compile(r"figure_(\d+)\.png$")
+
+
+def save_figure(fig):
+    """Saves fig as the next free /work/figure_N.png, never overwriting a
+    file, so a restarted worker continues the numbering."""
+    n = 1
+    for name in os.listdir(WORK_DIR):
+        m = FIGURE_NAME.match(name)
+        if m:
+            n = max(n, int(m.group(1)) + 1)
+    while True:
+        name = "figure_%d.png" % n
+        path = os.path.join(WORK_DIR, name)
+        try:
+            f = open(path, "xb")
+        except FileExistsError:
+            n += 1
+            continue
+        try:
+            with f:
+                fig.savefig(f, format="png")
+        except BaseException:
+            os.unlink(path)
+            raise
+        return name
+
+
+# --- processes -----------------------------------------------------------------
+
+
+def become_subreaper(log):
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            log("prctl(PR_SET_CHILD_SUBREAPER): errno %d" % ctypes.get_errno())
+    except Exception as e:  # noqa: BLE001
+        log("cannot become a subreaper: %s" % e)
+
+
+def descendants(root):
+    """Returns [(pid, state)] of root's descendants, from /proc's ppids."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) < 2:
+            continue
+        children.setdefault(int(fields[1]), []).append((int(name), fields[0]))
+    found, todo = [], [root]
+    while todo:
+        for pid, state in children.get(todo.pop(), ()):
+            found.append((pid, state))
+            todo.append(pid)
+    return found
+
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_descendants(log):
+    """Kills every process the run started, however it detached itself."""
+    me = os.getpid()
+    for attempt in range(200):
+        procs = descendants(me)
+        for pid, state in procs:
+            if state != b"Z":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        reap()
+        if not procs:
+            return
+        if attempt:
+            time.sleep(0.01)
+    log("processes still alive after the run: %s" % descendants(me))
+
+
+# --- matplotlib ----------------------------------------------------------------
+
+
+class BackendFinder(importlib.abc.MetaPathFinder):
+    """Provides terp's matplotlib backend without a file and without
+    importing matplotlib before the code does.
+
+    MPLBACKEND names the module BACKEND; this finder builds it on import. It
+    also restores the inherited MPLBACKEND once matplotlib has read it, so a
+    `python3 plot.py` the code starts in a subprocess gets the usual Agg
+    instead of a module it cannot import.
+    """
+
+    def __init__(self, worker, inherited):
+        self.worker = worker
+        self.inherited = inherited
+        self.busy = False
+
+    def find_spec(self, name, path, target=None):
+        if name == BACKEND:
+            return importlib.machinery.ModuleSpec(name, BackendLoader(self.worker))
+        if name != "matplotlib" or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is not self and hasattr(finder, "find_spec"):
+                    spec = finder.find_spec(name, path, target)
+                    if spec is not None:
+                        break
+        finally:
+            self.busy = False
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            exec_module = spec.loader.exec_module
+            ours, inherited = "module://" + BACKEND, self.inherited
+
+            def exec_then_restore(module):
+                try:
+                    exec_module(module)
+                finally:
+                    if os.environ.get("MPLBACKEND") == ours:
+                        if inherited is None:
+                            os.environ.pop("MPLBACKEND", None)
+                        else:
+                            os.environ["MPLBACKEND"] = inherited
+
+            spec.loader.exec_module = exec_then_restore
+        return spec
+
+
+class BackendLoader(importlib.abc.Loader):
+    """Builds the backend: Agg for drawing, and a show() that saves."""
+
+    def __init__(self, worker):
+        self.worker = worker
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        from matplotlib.backend_bases import FigureManagerBase
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        save = self.worker.save_open_figures
+
+        def show(*args, **kwargs):
+            save()
+
+        class FigureCanvas(FigureCanvasAgg):
+            """Agg, remembering that the code saved the figure itself, so
+            that a chart saved with plt.savefig("chart.png") is not saved
+            again as figure_N.png when it is left open."""
+
+            def print_figure(self, *args, **kwargs):
+                result = super().print_figure(*args, **kwargs)
+                self.figure._terp_saved = True
+                return result
+
+        module.FigureCanvas = FigureCanvas
+        module.FigureManager = FigureManagerBase
+        module.show = show
+
+
+# --- start-up ------------------------------------------------------------------
+
+
+def parse_args(argv):
+    nonce, prewarm = "", []
+    i = 0
+    while i + 1 < len(argv):
+        if argv[i] == "--nonce":
+            nonce = argv[i + 1]
+        elif argv[i] == "--prewarm":
+            prewarm = [m for m in argv[i + 1].split(",") if m]
+        i += 2
+    return nonce, prewarm
+
+
+def private_fd(fd, close=False):
+    """Returns a non-inheritable copy of fd numbered PRIVATE_FDS or above,
+    out of the way of code that uses the low numbers for its own ends."""
+    try:
+        copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, PRIVATE_FDS)
+    except OSError:  # a descriptor limit below PRIVATE_FDS
+        copy = os.dup(fd)
+    if close:
+        os.close(fd)
+    return copy
+
+
+def prewarm_modules(names):
+    failed = {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+            if name == "matplotlib":
+                # pyplot builds the font cache; Agg is what the first plot needs.
+                importlib.import_module("matplotlib.pyplot")
+                importlib.import_module("matplotlib.backends.backend_agg")
+        except BaseException as e:  # noqa: BLE001 - SystemExit from a module too
+            failed[name] = "%s: %s" % (type(e).__name__, e)
+    return failed
+
+
+def main():
+    nonce, prewarm = parse_args(sys.argv[1:])
+    # Private copies of terp's pipes; fd 0, 1 and 2 become /dev/null.
+    requests_fd, frames_fd, diag_fd = private_fd(0), private_fd(1), private_fd(2)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    devnull = private_fd(devnull, close=True)
+    diag = open(diag_fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace")
+    faulthandler.enable(file=diag, all_threads=False)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    chan = Channel(frames_fd)
+    worker = Worker(chan, diag, devnull)
+    worker.std.bind()
+    become_subreaper(worker.log)
+    os.chdir(WORK_DIR)
+    sys.path[0] = WORK_DIR  # not /work/.terp, this file's directory
+    sys.argv = [""]
+    inherited = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "module://" + BACKEND
+    sys.meta_path.insert(0, BackendFinder(worker, inherited))
+
+    started = time.monotonic()
+    failed = prewarm_modules(prewarm)
+    kill_descendants(worker.log)
+    worker.std.flush()
+    chan.send_json(nonce, "ready", {
+        "python": sys.version.split()[0],
+        "pid": os.getpid(),
+        "failed": failed,
+        "prewarm_seconds": round(time.monotonic() - started, 6),
+    })
+
+    with open(requests_fd, "rb") as requests:
+        for line in requests:
+            try:
+                req = json.loads(line)
+                run_nonce, code = req["nonce"], req["code"]
+                if not isinstance(run_nonce, str) or not isinstance(code, str):
+                    raise ValueError("nonce and code must be strings")
+            except (ValueError, KeyError, TypeError) as e:
+                worker.log("bad request: %s" % e)
+                sys.exit(2)
+            worker.run(run_nonce, code)
+
+
+if __name__ == "__main__":
+    main()
