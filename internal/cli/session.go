@@ -65,7 +65,10 @@ func newRunner(ctx context.Context, sbx sandbox.Sandbox, cfg *config.Config) (ke
 	if kernel.Mode(cfg.ExecMode) == kernel.ModeScript {
 		return kernel.NewScript(sbx, cfg.MaxStdout, cfg.MaxStderr), nil
 	}
-	k, err := kernel.Start(ctx, sbx, kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr})
+	// The kernel lives as long as the conversation, not as the command's
+	// context: Ctrl+C stops the step that is running (Run's context), and
+	// Close stops the kernel.
+	k, err := kernel.Start(context.WithoutCancel(ctx), sbx, kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr})
 	if err != nil {
 		return nil, fmt.Errorf("start the Python kernel: %w", err)
 	}
