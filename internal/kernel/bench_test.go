@@ -100,6 +100,28 @@ func BenchmarkFiveStepAnalysis(b *testing.B) {
 			}
 		}
 	})
+	// The steps alone, once the worker is ready: a conversation's steady
+	// state, and its first step too when the model's first reply takes
+	// longer than the prewarm imports.
+	b.Run("mode=kernel,ready", func(b *testing.B) {
+		sbx := benchSandbox(b)
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			k, err := Start(context.Background(), sbx, Options{Prewarm: DefaultPrewarm})
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchRun(b, k, "1")
+			b.StartTimer()
+			for _, step := range analysisSteps {
+				benchRun(b, k, step)
+			}
+			b.StopTimer()
+			if err := k.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("mode=script", func(b *testing.B) {
 		sbx := benchSandbox(b)
 		s := NewScript(sbx, 0, 0)
