@@ -290,3 +290,39 @@ func TestKernelModeKeepsStateAndSavesFigures(t *testing.T) {
 		t.Errorf("the tool description does not tell the model about the kernel: %s", desc)
 	}
 }
+
+// TestPrewarmDoesNotDelayTheFirstModelRequest blocks the kernel's prewarm
+// import until the model's first request arrives: if the loop waited for the
+// imports before asking the model, the two would wait for each other and the
+// import would give up.
+func TestPrewarmDoesNotDelayTheFirstModelRequest(t *testing.T) {
+	sbx := newSandbox(t)
+	ctx := context.Background()
+	slow := "import os, time\ndeadline = time.time() + 30\n" +
+		"while not os.path.exists('/work/release'):\n" +
+		"    if time.time() > deadline:\n        raise RuntimeError('the model was never asked')\n" +
+		"    time.sleep(0.02)\nVALUE = 7\n"
+	if err := sbx.WriteFile(ctx, "/work/slowmod.py", strings.NewReader(slow)); err != nil {
+		t.Fatal(err)
+	}
+	s := llmtest.New(t,
+		func(llmtest.Request) llmtest.Reply {
+			// The model is asked while slowmod's import is still blocked.
+			if err := sbx.WriteFile(ctx, "/work/release", strings.NewReader("")); err != nil {
+				t.Error(err)
+			}
+			return llmtest.RunPython("import sys\nprint('slowmod' in sys.modules, sys.modules['slowmod'].VALUE)")
+		},
+		answerWithStdout)
+	k, err := kernel.Start(ctx, sbx, kernel.Options{Prewarm: []string{"slowmod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
+	a := agent.New(model, sbx, k, agent.Config{Model: "m", Timeout: time.Minute, ExecMode: kernel.ModeKernel})
+	res, err := a.Ask(ctx, "go", nil)
+	if err != nil || res.Answer != "True 7" {
+		t.Fatalf("Ask = %+v, %v; want the prewarmed module imported by the first step", res, err)
+	}
+}
