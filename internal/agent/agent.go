@@ -32,6 +32,20 @@ type Config struct {
 	Timeout time.Duration
 	// ExecMode is how the runner runs code; the model is told.
 	ExecMode kernel.Mode
+	// Checkpoint, when set, is called after every completed step with the
+	// conversation so far, so that it can be saved: a terp killed mid-step
+	// then loses at most that step. An error from it ends the turn.
+	Checkpoint func(Checkpoint) error
+}
+
+// Checkpoint is the state of a conversation after a completed step.
+type Checkpoint struct {
+	Messages []llm.Message
+	// Usage and Steps count the whole conversation, every turn.
+	Usage llm.Usage
+	Steps int
+	// TurnDone is set on the checkpoint that ends a turn.
+	TurnDone bool
 }
 
 // StopReason tells why a turn ended. The values are part of `ask --json`.
@@ -68,8 +82,13 @@ type Agent struct {
 	// stamps records size and modification time of every file in /work as
 	// of the last look, to tell which files a run created or changed.
 	stamps map[string]stamp
-	// uploaded lists files uploaded since the model was last told of them.
+	// uploaded lists files uploaded since the model was last told of them,
+	// and notes what else it must hear with the next question.
 	uploaded []string
+	notes    []string
+	// usage and steps count the whole conversation.
+	usage llm.Usage
+	steps int
 }
 
 type stamp struct {
@@ -98,6 +117,30 @@ func (a *Agent) SetMaxSteps(n int) {
 	if n > 0 {
 		a.cfg.MaxSteps = n
 	}
+}
+
+// Restore continues a stored conversation: history as it was saved, with
+// its usage and step count. /work is looked at now, so that files already
+// there are not reported as saved by the next step.
+func (a *Agent) Restore(ctx context.Context, history []llm.Message, usage llm.Usage, steps int) error {
+	a.history = append([]llm.Message(nil), history...)
+	a.usage, a.steps = usage, steps
+	return a.snapshot(ctx, nil)
+}
+
+// Note queues text the model must read with the next question, such as
+// that its variables were reset while the conversation was paused.
+func (a *Agent) Note(text string) { a.notes = append(a.notes, text) }
+
+// checkpoint hands the conversation to Config.Checkpoint.
+func (a *Agent) checkpoint(done bool) error {
+	if a.cfg.Checkpoint == nil {
+		return nil
+	}
+	if err := a.cfg.Checkpoint(Checkpoint{Messages: a.Messages(), Usage: a.usage, Steps: a.steps, TurnDone: done}); err != nil {
+		return fmt.Errorf("save the conversation: %w", err)
+	}
+	return nil
 }
 
 // Messages returns the conversation so far, as sent to the model.
@@ -161,6 +204,8 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			return res, err
 		}
 		res.Usage = res.Usage.Add(reply.Usage)
+		a.usage = a.usage.Add(reply.Usage)
+		a.steps++
 		send(UsageUpdated{Usage: res.Usage})
 		if len(reply.ToolCalls) == 0 && strings.TrimSpace(reply.Content) == "" && !nudged {
 			// An empty reply is no answer. Small models produce one now
@@ -177,11 +222,17 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			res.Answer = strings.TrimSpace(reply.Content)
 			res.StopReason = Answered
 			send(Answer{Text: res.Answer})
-			return res, nil
+			return res, a.checkpoint(true)
 		}
-		for _, call := range reply.ToolCalls {
+		for i, call := range reply.ToolCalls {
 			out, err := a.runCall(ctx, step, call, send)
 			if err != nil {
+				// Every call gets a tool message, or the history a chat
+				// goes on with after Ctrl+C is one servers reject.
+				for _, c := range reply.ToolCalls[i:] {
+					a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID,
+						Content: mustJSON(toolError{Error: "not run to the end: " + err.Error()})})
+				}
 				return res, err
 			}
 			for _, f := range out.saved {
@@ -189,29 +240,40 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			}
 			a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: out.content})
 		}
+		if err := a.checkpoint(false); err != nil {
+			return res, err
+		}
 	}
 	res.StopReason = MaxSteps
 	res.Answer = fmt.Sprintf("Stopped after %d steps without a final answer: the step cap was reached. "+
 		"Raise it with --max-steps, or ask a narrower question.", a.cfg.MaxSteps)
 	send(Answer{Text: res.Answer})
-	return res, nil
+	return res, a.checkpoint(true)
 }
 
 // emptyReplyNudge is sent, once per turn, when the model replies with
 // neither text nor a tool call.
 const emptyReplyNudge = "Your reply was empty. Answer the question in plain text, or call run_python to compute what you need."
 
-// withUploads tells the model about files uploaded since it last heard.
+// withUploads tells the model about files uploaded since it last heard, and
+// anything else queued with Note.
 func (a *Agent) withUploads(question string) string {
-	if len(a.uploaded) == 0 {
+	var pre []string
+	if len(a.uploaded) > 0 {
+		names := make([]string, len(a.uploaded))
+		for i, n := range a.uploaded {
+			names[i] = path.Join(sandbox.WorkDir, n)
+		}
+		pre = append(pre, "(New files uploaded: "+strings.Join(names, ", ")+")")
+	}
+	for _, n := range a.notes {
+		pre = append(pre, "("+n+")")
+	}
+	a.uploaded, a.notes = nil, nil
+	if len(pre) == 0 {
 		return question
 	}
-	names := make([]string, len(a.uploaded))
-	for i, n := range a.uploaded {
-		names[i] = path.Join(sandbox.WorkDir, n)
-	}
-	a.uploaded = nil
-	return fmt.Sprintf("(New files uploaded: %s)\n\n%s", strings.Join(names, ", "), question)
+	return strings.Join(pre, "\n") + "\n\n" + question
 }
 
 // appendFile adds f to files, replacing an earlier entry for the same path so

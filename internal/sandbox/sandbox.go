@@ -117,6 +117,10 @@ const (
 
 // Sandbox is one isolated place for one conversation's code.
 type Sandbox interface {
+	// ID names the sandbox for Backend.Resume. It is known from the start,
+	// so a conversation can record it before its first step: a terp killed
+	// before it could pause still leaves a sandbox the next one can find.
+	ID() SessionID
 	// WriteFile creates or replaces path (inside WorkDir) with r's bytes.
 	WriteFile(ctx context.Context, path string, r io.Reader) error
 	// ReadFile opens path for reading. The caller closes it.
@@ -138,6 +142,12 @@ type Sandbox interface {
 type Backend interface {
 	Create(ctx context.Context, opt Options) (Sandbox, error)
 	Resume(ctx context.Context, id SessionID) (Sandbox, error)
+}
+
+// Pruner is a Backend that can remove sandboxes left running past their
+// lifetime by a terp that died before it could pause or close them.
+type Pruner interface {
+	Prune(ctx context.Context) ([]SessionID, error)
 }
 
 // ErrExpired is returned by a sandbox whose lifetime (Options.Timeout) is over,

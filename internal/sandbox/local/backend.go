@@ -178,6 +178,16 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 	return nil, errors.New("create sandbox: could not find a free id")
 }
 
+// discard removes what a sandbox left on the host after its terp died
+// without closing it: the directory and the cgroups, which are found by
+// name (create is idempotent for existing ones).
+func (b *Backend) discard(dir string, m meta) {
+	if cg, err := b.limits.create(m.ID, m.Limits); err == nil {
+		_ = cg.remove()
+	}
+	_ = removeTree(dir)
+}
+
 // Resume reopens a paused sandbox. Its files are as the code left them; its
 // lifetime (Options.Timeout) starts again from now. A session whose directory
 // is gone returns an error wrapping sandbox.ErrExpired.
@@ -199,6 +209,11 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 	if _, err := os.Stat(filepath.Join(dir, "work")); err != nil {
 		return nil, fmt.Errorf("resume sandbox %s: %w", id, sandbox.ErrExpired)
 	}
+	if m.expired(time.Now()) {
+		// Left running past its lifetime: clean it up rather than revive it.
+		b.discard(dir, m)
+		return nil, fmt.Errorf("resume sandbox %s: its %s lifetime ended while it was not paused: %w", id, m.Timeout, sandbox.ErrExpired)
+	}
 	return b.open(dir, m)
 }
 
@@ -211,6 +226,8 @@ func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
 	if err := writeEtc(filepath.Join(dir, "etc")); err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
+	m.Deadline = time.Now().UTC().Add(m.Timeout)
+	m.Paused = false
 	if err := writeMeta(dir, m); err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
@@ -225,7 +242,7 @@ func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
 		work:     filepath.Join(dir, "work"),
 		meta:     m,
 		cgroup:   cg,
-		deadline: time.Now().Add(m.Timeout),
+		deadline: m.Deadline,
 		procs:    make(map[*proc]struct{}),
 	}, nil
 }
@@ -310,3 +327,31 @@ type SetupError struct {
 func (e *SetupError) Error() string { return e.Problem + ": " + e.Fix }
 
 func (e *SetupError) Unwrap() error { return e.Err }
+
+// Prune removes the sandboxes under Root that were left running past their
+// lifetime, as a terp that was killed leaves them, and returns their ids.
+// Paused sandboxes are kept: they belong to conversations that may resume.
+func (b *Backend) Prune(ctx context.Context) ([]sandbox.SessionID, error) {
+	entries, err := os.ReadDir(b.cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("prune sandboxes: %w", err)
+	}
+	now := time.Now()
+	var removed []sandbox.SessionID
+	for _, e := range entries {
+		if ctx.Err() != nil {
+			return removed, ctx.Err()
+		}
+		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(b.cfg.Root, e.Name())
+		m, err := readMeta(dir)
+		if err != nil || !m.expired(now) {
+			continue
+		}
+		b.discard(dir, m)
+		removed = append(removed, sandbox.SessionID(m.ID))
+	}
+	return removed, nil
+}

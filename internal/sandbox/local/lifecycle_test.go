@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ func TestPauseResume(t *testing.T) {
 	}
 
 	id, err := s.Pause(t.Context())
-	if err != nil || id != sandbox.SessionID(s.ID()) {
+	if err != nil || id != s.ID() {
 		t.Fatalf("Pause = %q, %v", id, err)
 	}
 	if _, err := p.Wait(); err == nil {
@@ -101,7 +102,7 @@ os.chmod("/work", 0o500)
 	if _, err := s.Exec(t.Context(), []string{"true"}, sandbox.ExecOptions{}); err == nil {
 		t.Error("Exec on a closed sandbox succeeded")
 	}
-	if _, err := testBackend.Resume(t.Context(), sandbox.SessionID(s.ID())); !errors.Is(err, sandbox.ErrExpired) {
+	if _, err := testBackend.Resume(t.Context(), s.ID()); !errors.Is(err, sandbox.ErrExpired) {
 		t.Errorf("Resume of a closed sandbox = %v, want ErrExpired", err)
 	}
 }
@@ -281,6 +282,59 @@ func TestRestorePermissions(t *testing.T) {
 		t.Errorf("the symlinked host directory changed: %v, %v", fi.Mode(), err)
 	}
 	if err := removeTree(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExpiredWhileRunning covers a sandbox whose terp was killed before it
+// could pause: after its lifetime it is cleaned up, by Resume or by Prune,
+// while a paused sandbox is kept however old.
+func TestExpiredWhileRunning(t *testing.T) {
+	// A backend of its own: Prune looks at every sandbox under the root.
+	b, err := New(Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	opt := sandbox.Options{Timeout: 200 * time.Millisecond}
+
+	running, err := b.Create(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, err := b.Create(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pausedID, err := paused.Pause(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := b.Create(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	// Resume of the one left running cleans it up.
+	runningID := running.ID()
+	if _, err := b.Resume(ctx, runningID); !errors.Is(err, sandbox.ErrExpired) {
+		t.Fatalf("Resume of an expired sandbox: %v, want ErrExpired", err)
+	}
+	if _, err := os.Stat(filepath.Join(b.Root(), string(runningID))); !os.IsNotExist(err) {
+		t.Errorf("the expired sandbox's directory is still there: %v", err)
+	}
+	// Prune removes the other one left running, and keeps the paused one.
+	removed, err := b.Prune(ctx)
+	otherID := other.ID()
+	if err != nil || len(removed) != 1 || removed[0] != otherID {
+		t.Fatalf("Prune = %v, %v; want only %s", removed, err, otherID)
+	}
+	resumed, err := b.Resume(ctx, pausedID)
+	if err != nil {
+		t.Fatalf("Resume of the paused sandbox: %v", err)
+	}
+	if err := resumed.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

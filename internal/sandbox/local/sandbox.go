@@ -41,7 +41,7 @@ const (
 
 // ID is the sandbox's id, also its directory name under Config.Root and the
 // SessionID Pause returns.
-func (s *Sandbox) ID() string { return s.id }
+func (s *Sandbox) ID() sandbox.SessionID { return sandbox.SessionID(s.id) }
 
 // HostDir is the host directory bound at /work. Reading or writing it
 // directly is unsafe while code runs (it may plant symlinks); use ReadFile,
@@ -72,9 +72,14 @@ func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 		return "", fmt.Errorf("sandbox %s is closed", s.id)
 	}
 	s.state = paused
+	s.meta.Paused = true
+	m := s.meta
 	s.mu.Unlock()
 
 	err := s.stopAll(ctx)
+	if werr := writeMeta(s.dir, m); werr != nil {
+		err = errors.Join(err, fmt.Errorf("pause sandbox %s: %w", s.id, werr))
+	}
 	return sandbox.SessionID(s.id), err
 }
 
@@ -155,6 +160,17 @@ type meta struct {
 	Timeout time.Duration  `json:"timeout"`
 	Limits  sandbox.Limits `json:"limits"`
 	Network bool           `json:"network"`
+	// Deadline ends the sandbox's lifetime, counted from its creation or
+	// its last resume. Paused is set while nothing runs in it: a paused
+	// sandbox costs only disk and does not expire, while one left running
+	// (its terp killed before it could pause) is expired after Deadline.
+	Deadline time.Time `json:"deadline"`
+	Paused   bool      `json:"paused"`
+}
+
+// expired reports whether a sandbox left running is past its lifetime.
+func (m meta) expired(now time.Time) bool {
+	return !m.Paused && !m.Deadline.IsZero() && now.After(m.Deadline)
 }
 
 func (m *meta) fillDefaults() {

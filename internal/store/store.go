@@ -1,0 +1,329 @@
+// Package store keeps conversations on disk, so that a question can be
+// followed up later, from another terp process, with the same history and
+// the same /work files.
+//
+// Each conversation is a directory under $XDG_DATA_HOME/terp/conversations
+// named by its id, holding conversation.json (the whole record), a lock file
+// and inputs/ (copies of the files the user uploaded, so that they can be
+// uploaded again when the sandbox is gone). Plain files were chosen over
+// SQLite: a conversation is written whole after every step and read whole on
+// resume, never queried across, so a database buys nothing; writing a
+// temporary file, syncing it and renaming it over the old one makes every save
+// atomic, so a terp killed mid-step leaves the previous step's record intact;
+// one damaged file spoils one conversation, never the listing of the others;
+// and users can read, back up or delete their conversations with ordinary
+// tools. No cgo and no large dependency come with it.
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/terpdev/terp/internal/llm"
+)
+
+// version is the record format; a record from a newer terp is refused
+// rather than misread.
+const version = 1
+
+// Conversation is everything terp keeps of one conversation.
+type Conversation struct {
+	Version int       `json:"version"`
+	ID      string    `json:"id"`
+	Title   string    `json:"title"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// Origin is the command that started it: ask, chat or batch.
+	Origin   string   `json:"origin"`
+	Settings Settings `json:"settings"`
+	// Sandbox names the backend and the session id that resumes it; the id
+	// is empty while the sandbox runs, or once it is gone.
+	Sandbox   SandboxRef     `json:"sandbox"`
+	Messages  []llm.Message  `json:"messages"`
+	Inputs    []File         `json:"inputs,omitempty"`
+	Downloads []File         `json:"downloads,omitempty"`
+	Usage     llm.Usage      `json:"usage"`
+	Steps     int            `json:"steps"`
+	Turns     int            `json:"turns"`
+}
+
+// Settings are the settings a follow-up keeps unless told otherwise.
+type Settings struct {
+	Model    string `json:"model"`
+	BaseURL  string `json:"base_url"`
+	ExecMode string `json:"exec_mode"`
+	MaxSteps int    `json:"max_steps"`
+}
+
+// SandboxRef says where the conversation's /work lives.
+type SandboxRef struct {
+	Backend   string `json:"backend"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// File is an uploaded or downloaded file.
+type File struct {
+	// Name is the path relative to /work.
+	Name string `json:"name"`
+	// Path is the file on the host: the user's original for an upload, the
+	// downloaded copy for a download.
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Store is the directory of conversations.
+type Store struct {
+	dir string
+}
+
+// Open returns the store under dataDir ($XDG_DATA_HOME/terp), creating it.
+func Open(dataDir string) (*Store, error) {
+	dir := filepath.Join(dataDir, "conversations")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open the conversation store: %w", err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+// NewID returns a fresh conversation id: 12 hex digits, short enough to
+// type, with a prefix usually unique after three or four.
+func NewID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// New returns a new conversation record with id (see NewID); nothing is
+// written until Save.
+func New(id, origin, title string, settings Settings, backend string) *Conversation {
+	now := time.Now().UTC()
+	return &Conversation{
+		Version: version, ID: id, Title: titleOf(title), Created: now, Updated: now,
+		Origin: origin, Settings: settings, Sandbox: SandboxRef{Backend: backend},
+	}
+}
+
+// titleOf is the first line of the first question, cut to fit a listing.
+func titleOf(q string) string {
+	q = strings.TrimSpace(q)
+	if i := strings.IndexByte(q, '\n'); i >= 0 {
+		q = q[:i]
+	}
+	if r := []rune(q); len(r) > 60 {
+		q = string(r[:59]) + "…"
+	}
+	return q
+}
+
+// SetTitle gives a conversation started without a question its title.
+func (c *Conversation) SetTitle(q string) {
+	if c.Title == "" {
+		c.Title = titleOf(q)
+	}
+}
+
+func (s *Store) path(id string) string { return filepath.Join(s.dir, id) }
+
+// InputsDir is where copies of a conversation's uploads are kept.
+func (s *Store) InputsDir(id string) string { return filepath.Join(s.path(id), "inputs") }
+
+// Save writes c atomically: a temporary file, synced, renamed over the old
+// record, so that a crash at any moment leaves either the old record or the
+// new one, never a mix.
+func (s *Store) Save(c *Conversation) error {
+	c.Updated = time.Now().UTC()
+	dir := s.path(c.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save conversation %s: %w", c.ID, err)
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save conversation %s: %w", c.ID, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".conversation-*.json")
+	if err != nil {
+		return fmt.Errorf("save conversation %s: %w", c.ID, err)
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, "conversation.json"))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("save conversation %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// DamagedError is returned for a conversation whose record cannot be read.
+type DamagedError struct {
+	ID  string
+	Err error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("conversation %s is damaged (%v); remove it with: terp sessions rm %s", e.ID, e.Err, e.ID)
+}
+
+func (e *DamagedError) Unwrap() error { return e.Err }
+
+// ErrNotFound is returned for an id or prefix that names no conversation.
+var ErrNotFound = errors.New("no such conversation")
+
+// Load reads the conversation with the exact id.
+func (s *Store) Load(id string) (*Conversation, error) {
+	f, err := os.Open(filepath.Join(s.path(id), "conversation.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var c Conversation
+	dec := json.NewDecoder(io.LimitReader(f, 512<<20))
+	if err := dec.Decode(&c); err != nil {
+		return nil, &DamagedError{ID: id, Err: err}
+	}
+	switch {
+	case c.ID != id:
+		return nil, &DamagedError{ID: id, Err: fmt.Errorf("the record is for conversation %q", c.ID)}
+	case c.Version > version:
+		return nil, &DamagedError{ID: id, Err: fmt.Errorf("written by a newer terp (format %d)", c.Version)}
+	}
+	return &c, nil
+}
+
+// Resolve turns an id or any unique prefix of one into the full id.
+func (s *Store) Resolve(prefix string) (string, error) {
+	prefix = strings.ToLower(strings.TrimSpace(prefix))
+	if prefix == "" {
+		return "", fmt.Errorf("%w: an empty id", ErrNotFound)
+	}
+	ids, err := s.ids()
+	if err != nil {
+		return "", err
+	}
+	var matches []string
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			matches = append(matches, id)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("%w: %q (terp sessions ls lists them)", ErrNotFound, prefix)
+	case 1:
+		return matches[0], nil
+	}
+	if len(matches) > 5 {
+		matches = append(matches[:5], "…")
+	}
+	return "", fmt.Errorf("%q is ambiguous: it starts %s; give more of the id", prefix, strings.Join(matches, ", "))
+}
+
+func (s *Store) ids() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read the conversation store: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && idPattern.MatchString(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// Entry is one conversation in a listing: its record, or why it could not be
+// read.
+type Entry struct {
+	ID           string
+	Conversation *Conversation // nil when Err is set
+	Err          error
+}
+
+// List returns every conversation, the most recently active first. A record
+// that cannot be read is listed with its error, so one damaged conversation
+// never hides the others.
+func (s *Store) List() ([]Entry, error) {
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(ids))
+	for _, id := range ids {
+		c, err := s.Load(id)
+		out = append(out, Entry{ID: id, Conversation: c, Err: err})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return updated(out[i]).After(updated(out[j])) })
+	return out, nil
+}
+
+func updated(e Entry) time.Time {
+	if e.Conversation == nil {
+		return time.Time{}
+	}
+	return e.Conversation.Updated
+}
+
+// Latest returns the id of the most recently active readable conversation.
+func (s *Store) Latest() (string, error) {
+	entries, err := s.List()
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if e.Err == nil {
+			return e.ID, nil
+		}
+	}
+	return "", fmt.Errorf("%w yet: ask a question first", ErrNotFound)
+}
+
+// Remove deletes a conversation's record and inputs. The caller removes its
+// sandbox first, while the record still says where it is.
+func (s *Store) Remove(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err := os.RemoveAll(s.path(id)); err != nil {
+		return fmt.Errorf("remove conversation %s: %w", id, err)
+	}
+	return nil
+}
