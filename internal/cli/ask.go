@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +27,10 @@ type askOptions struct {
 	question []string
 	files    []string
 	json     bool
+	// resume names a stored conversation to go on with; cont is --continue,
+	// the latest one.
+	resume string
+	cont   bool
 }
 
 // runFlags are the configuration flags shared by the commands that run the
@@ -55,7 +57,8 @@ configuration error, 3 step cap reached without an answer, 130 interrupted.`,
 		Example: `  terp ask -f examples/sales.csv "Plot revenue per month to chart.png and tell me which month grew the most."
   terp ask --json -f data.csv "How many rows have a missing price?" | jq .answer
   echo "What is the 100th prime?" | terp ask
-  terp ask --base-url http://localhost:11434/v1 --model qwen3:8b "Fit a line to y=2x+1 noise"`,
+  terp ask --base-url http://localhost:11434/v1 --model qwen3:8b "Fit a line to y=2x+1 noise"
+  terp ask --continue "Now plot it per quarter."`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.question = args
 			opts.flags = cmd.Flags()
@@ -68,6 +71,8 @@ configuration error, 3 step cap reached without an answer, 130 interrupted.`,
 	fl := cmd.Flags()
 	fl.StringArrayVarP(&opts.files, "file", "f", nil, "upload `PATH` to /work/<basename> before the first step (repeatable)")
 	fl.BoolVar(&opts.json, "json", false, "print one JSON object on stdout and nothing else")
+	fl.StringVar(&opts.resume, "resume", "", "go on with the stored conversation `ID` (any unique prefix; see terp sessions ls)")
+	fl.BoolVarP(&opts.cont, "continue", "c", false, "go on with the latest conversation")
 	addConfigFlags(fl, runFlags...)
 	return cmd
 }
@@ -126,12 +131,6 @@ func unwrapPath(err error) error {
 	return err
 }
 
-func newConversationID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func runAsk(ctx context.Context, opts *askOptions) error {
 	f := opts.f
 	cfg, err := f.Config(opts.flags)
@@ -145,31 +144,40 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 	if err := checkUploads(opts.files); err != nil {
 		return err
 	}
+	if opts.cont && opts.resume != "" {
+		return usagef("--continue and --resume both name a conversation; give one")
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
 	}
 
-	id := newConversationID()
-	res, files, err := answer(ctx, opts, cfg, question, id)
+	id, res, files, err := answer(ctx, opts, cfg, question)
 	if opts.json {
 		return printJSON(f.IO.Out, id, res, files, err)
 	}
 	return printAnswer(f.IO, res, files, err)
 }
 
-// answer runs one question in a new conversation: upload, the loop,
-// download. The files the code saved are downloaded whatever the outcome,
-// even after Ctrl+C: they are the user's results.
-func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question, id string) (agent.Result, []savedFile, error) {
+// answer runs one question in a new or resumed conversation: upload, the
+// loop, download. The files the code saved are downloaded whatever the
+// outcome, even after Ctrl+C: they are the user's results. It returns the
+// conversation's id.
+func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question string) (string, agent.Result, []savedFile, error) {
 	var res agent.Result
-	sess, err := openSession(ctx, opts.f, cfg, id)
+	var sess *session
+	var err error
+	if opts.cont || opts.resume != "" {
+		sess, err = resumeSession(ctx, opts.f, cfg, opts.resume)
+	} else {
+		sess, err = openSession(ctx, opts.f, cfg, "ask")
+	}
 	if err != nil {
-		return res, nil, err
+		return "", res, nil, err
 	}
 	defer sess.Close(ctx)
 	for _, p := range opts.files {
 		if err := sess.Upload(ctx, p); err != nil {
-			return res, nil, err
+			return sess.ID, res, nil, err
 		}
 	}
 	res, err = runTurn(ctx, opts.f, sess.Agent, question, !opts.json && opts.f.IO.StderrTTY)
@@ -177,7 +185,7 @@ func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question,
 	if err == nil {
 		err = dlErr
 	}
-	return res, files, err
+	return sess.ID, res, files, err
 }
 
 // runTurn runs the loop, showing progress on stderr when show is set. Events

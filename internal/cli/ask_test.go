@@ -15,6 +15,7 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/store"
 )
 
 // result is what one terp invocation left for its user.
@@ -404,8 +405,39 @@ func TestInterruptKeepsWhatWasSaved(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(out, "partial.txt")); err != nil || string(b) != "kept" {
 		t.Errorf("the file saved before the interrupt was not downloaded: %q, %v", b, err)
 	}
-	// The sandbox is gone: nothing is left under the data directory.
-	if left, _ := filepath.Glob(filepath.Join(dir, "data", "terp", "sandboxes", "*")); len(left) != 0 {
-		t.Errorf("sandboxes left behind: %v", left)
+	wantPausedConversations(t, filepath.Join(dir, "data", "terp"))
+}
+
+// wantPausedConversations checks that terp left nothing running: every
+// sandbox under dataDir is paused and belongs to a stored conversation,
+// which can resume it.
+func wantPausedConversations(t *testing.T, dataDir string) {
+	t.Helper()
+	st, err := store.Open(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := st.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := map[string]bool{}
+	for _, e := range entries {
+		if e.Err != nil {
+			t.Errorf("conversation %s: %v", e.ID, e.Err)
+			continue
+		}
+		owned[e.Conversation.Sandbox.SessionID] = true
+	}
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*"))
+	for _, d := range dirs {
+		var meta struct{ Paused bool }
+		b, err := os.ReadFile(filepath.Join(d, "sandbox.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &meta)
+		}
+		if err != nil || !meta.Paused || !owned[filepath.Base(d)] {
+			t.Errorf("sandbox %s left behind: paused %v, owned by a conversation %v (%v)", d, meta.Paused, owned[filepath.Base(d)], err)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/store"
 )
 
 // IOStreams are the process's standard streams and what is known of them.
@@ -26,8 +27,10 @@ type IOStreams struct {
 	ErrOut io.Writer
 	// StdinTTY and StderrTTY tell whether a person is at the other end:
 	// progress is shown only then, and a question is never awaited from
-	// an interactive stdin without a prompt.
+	// an interactive stdin without a prompt. The chat UI needs both stdin
+	// and stdout to be terminals (StdoutTTY); otherwise it is a plain REPL.
 	StdinTTY  bool
+	StdoutTTY bool
 	StderrTTY bool
 }
 
@@ -43,6 +46,8 @@ type Factory struct {
 	NewModel func(*config.Config) agent.Completer
 	// NewBackend builds the sandbox backend the configuration names.
 	NewBackend func(*config.Config) (sandbox.Backend, error)
+
+	store *store.Store
 }
 
 // NewFactory returns the factory for a real process.
@@ -51,6 +56,7 @@ func NewFactory() *Factory {
 		IO: IOStreams{
 			In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
 			StdinTTY:  term.IsTerminal(int(os.Stdin.Fd())),
+			StdoutTTY: term.IsTerminal(int(os.Stdout.Fd())),
 			StderrTTY: term.IsTerminal(int(os.Stderr.Fd())),
 		},
 		Getenv:   os.Getenv,
@@ -66,8 +72,20 @@ func (f *Factory) Config(flags *pflag.FlagSet) (*config.Config, error) {
 	return config.Load(config.LoadOptions{Path: f.ConfigPath, Getenv: f.Getenv, Flags: flags})
 }
 
-// DataDir is where terp keeps sandboxes' work directories.
+// DataDir is where terp keeps conversations and sandboxes' work directories.
 func (f *Factory) DataDir() string { return config.DataDir(f.Getenv) }
+
+// Store opens the conversation store under DataDir, once.
+func (f *Factory) Store() (*store.Store, error) {
+	if f.store == nil {
+		st, err := store.Open(f.DataDir())
+		if err != nil {
+			return nil, err
+		}
+		f.store = st
+	}
+	return f.store, nil
+}
 
 func newModel(cfg *config.Config) agent.Completer {
 	key, _ := cfg.APIKey()

@@ -4,60 +4,249 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/kernel"
+	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/store"
 )
 
-// session is one conversation: its sandbox, the runner that runs code in it
-// (the kernel starts with the sandbox, so its imports happen while the model
-// thinks about the first step) and the agent that holds the history. ask
-// opens one per question; chat keeps one until /new.
+// session is one conversation as a command runs it: its stored record, its
+// sandbox, the runner that runs code there (the kernel starts with the
+// sandbox, so its imports happen while the model thinks about the first
+// step) and the agent that holds the history. The record is saved after
+// every completed step; closing the session pauses the sandbox, so a later
+// command can resume the conversation with the same /work.
 type session struct {
 	ID      string
 	Sandbox sandbox.Sandbox
 	Runner  kernel.Runner
 	Agent   *agent.Agent
+	Conv    *store.Conversation
 
-	f   *Factory
-	cfg *config.Config
+	f       *Factory
+	cfg     *config.Config
+	store   *store.Store
+	lock    *store.Lock
+	backend sandbox.Backend
 }
 
-// openSession creates the sandbox and starts the runner that cfg names.
-func openSession(ctx context.Context, f *Factory, cfg *config.Config, id string) (*session, error) {
+// openSession starts a new conversation for the command origin (ask, chat
+// or batch).
+func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin string) (*session, error) {
+	st, err := f.Store()
+	if err != nil {
+		return nil, err
+	}
 	backend, err := f.NewBackend(cfg)
 	if err != nil {
 		return nil, err
 	}
-	sbx, err := backend.Create(ctx, sandbox.Options{
-		Timeout: cfg.SandboxTimeout,
-		Limits: sandbox.Limits{
-			MemoryBytes:   cfg.MemoryLimit,
-			Processes:     cfg.ProcessLimit,
-			FileSizeBytes: cfg.FileSizeLimit,
-		},
-	})
+	id := store.NewID()
+	lock, err := st.Lock(id)
 	if err != nil {
-		return nil, fmt.Errorf("create the %s sandbox: %w", cfg.Sandbox, err)
+		return nil, err
 	}
-	s := &session{ID: id, Sandbox: sbx, f: f, cfg: cfg}
-	if s.Runner, err = newRunner(ctx, sbx, cfg); err != nil {
+	s := &session{ID: id, f: f, cfg: cfg, store: st, lock: lock, backend: backend}
+	s.Conv = store.New(id, origin, "", store.Settings{
+		Model: cfg.Model, BaseURL: cfg.BaseURL, ExecMode: cfg.ExecMode, MaxSteps: cfg.MaxSteps,
+	}, cfg.Sandbox)
+	if err := s.create(ctx); err != nil {
+		s.release()
+		_ = st.Remove(id)
+		return nil, err
+	}
+	if err := s.start(ctx, nil); err != nil {
 		s.Close(ctx)
 		return nil, err
 	}
-	s.Agent = agent.New(f.NewModel(cfg), sbx, s.Runner, agent.Config{
-		Model:    cfg.Model,
-		MaxSteps: cfg.MaxSteps,
-		Timeout:  cfg.Timeout,
-		ExecMode: kernel.Mode(cfg.ExecMode),
-	})
 	return s, nil
+}
+
+// resumeSession goes on with a stored conversation: ref is an id or a
+// unique prefix of one, or "" for the latest. The model and endpoint it used
+// are kept unless the environment or a flag names others. Its sandbox is
+// resumed, or, if it expired or vanished, replaced by a new one with the
+// original uploads; either way the model is told what it lost.
+func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref string) (*session, error) {
+	st, err := f.Store()
+	if err != nil {
+		return nil, err
+	}
+	var id string
+	if ref == "" {
+		id, err = st.Latest()
+	} else {
+		id, err = st.Resolve(ref)
+	}
+	if err != nil {
+		return nil, usageError{err}
+	}
+	lock, err := st.Lock(id)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := st.Load(id)
+	if err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	keepStored(cfg, conv.Settings)
+	backend, err := f.NewBackend(cfg)
+	if err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	s := &session{ID: id, Conv: conv, f: f, cfg: cfg, store: st, lock: lock, backend: backend}
+
+	var notes []string
+	resumed := false
+	if conv.Sandbox.SessionID != "" && conv.Sandbox.Backend == cfg.Sandbox {
+		sbx, err := backend.Resume(ctx, sandbox.SessionID(conv.Sandbox.SessionID))
+		switch {
+		case err == nil:
+			s.Sandbox, resumed = sbx, true
+		case !errors.Is(err, sandbox.ErrExpired):
+			s.release()
+			return nil, fmt.Errorf("resume the sandbox of conversation %s: %w", id, err)
+		}
+	}
+	if !resumed {
+		if err := s.create(ctx); err != nil {
+			s.release()
+			return nil, err
+		}
+		if err := s.uploadInputs(ctx); err != nil {
+			s.Close(ctx)
+			return nil, err
+		}
+		notes = append(notes, s.replacedNote())
+	} else if kernel.Mode(cfg.ExecMode) == kernel.ModeKernel && conv.Turns > 0 {
+		// The local backend keeps files, not memory, across a pause.
+		notes = append(notes, "The Python session was restarted since the last question: "+
+			"variables and imports from earlier steps are gone, files in /work were kept.")
+	}
+	if err := s.start(ctx, conv); err != nil {
+		s.Close(ctx)
+		return nil, err
+	}
+	for _, n := range notes {
+		s.Agent.Note(n)
+	}
+	return s, s.save()
+}
+
+// keepStored applies a stored conversation's model and endpoint, unless the
+// user chose others for this command through the environment or a flag.
+func keepStored(cfg *config.Config, stored store.Settings) {
+	explicit := func(key string) bool {
+		k := cfg.Source(key).Kind
+		return k == config.KindEnv || k == config.KindFlag
+	}
+	if stored.Model != "" && !explicit("model") {
+		cfg.Model = stored.Model
+	}
+	if stored.BaseURL != "" && !explicit("base_url") {
+		cfg.BaseURL = stored.BaseURL
+	}
+}
+
+// create makes a new sandbox for the conversation and records its id at
+// once, so a terp killed before its first step still leaves a conversation
+// the next one can resume.
+func (s *session) create(ctx context.Context) error {
+	sbx, err := s.backend.Create(ctx, sandbox.Options{
+		Timeout: s.cfg.SandboxTimeout,
+		Limits: sandbox.Limits{
+			MemoryBytes:   s.cfg.MemoryLimit,
+			Processes:     s.cfg.ProcessLimit,
+			FileSizeBytes: s.cfg.FileSizeLimit,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("create the %s sandbox: %w", s.cfg.Sandbox, err)
+	}
+	s.Sandbox = sbx
+	s.Conv.Sandbox = store.SandboxRef{Backend: s.cfg.Sandbox, SessionID: string(sbx.ID())}
+	return s.save()
+}
+
+// start starts the runner and the agent, restoring conv's history if set.
+func (s *session) start(ctx context.Context, conv *store.Conversation) error {
+	var err error
+	if s.Runner, err = newRunner(ctx, s.Sandbox, s.cfg); err != nil {
+		return err
+	}
+	s.Agent = agent.New(s.f.NewModel(s.cfg), s.Sandbox, s.Runner, agent.Config{
+		Model:      s.cfg.Model,
+		MaxSteps:   s.cfg.MaxSteps,
+		Timeout:    s.cfg.Timeout,
+		ExecMode:   kernel.Mode(s.cfg.ExecMode),
+		Checkpoint: s.checkpoint,
+	})
+	if conv == nil {
+		return nil
+	}
+	return s.Agent.Restore(ctx, conv.Messages, conv.Usage, conv.Steps)
+}
+
+// checkpoint saves the conversation after a completed step.
+func (s *session) checkpoint(c agent.Checkpoint) error {
+	s.Conv.Messages = c.Messages
+	s.Conv.Usage = c.Usage
+	s.Conv.Steps = c.Steps
+	s.Conv.Settings.Model = s.cfg.Model
+	if c.TurnDone {
+		s.Conv.Turns++
+	}
+	if s.Conv.Title == "" {
+		s.Conv.SetTitle(firstQuestion(c.Messages))
+	}
+	return s.save()
+}
+
+func (s *session) save() error { return s.store.Save(s.Conv) }
+
+// firstQuestion is the user's first message without the notes terp put
+// before it.
+func firstQuestion(msgs []llm.Message) string {
+	for _, m := range msgs {
+		if m.Role != llm.RoleUser {
+			continue
+		}
+		q := m.Content
+		for strings.HasPrefix(q, "(") {
+			i := strings.Index(q, ")\n")
+			if i < 0 {
+				break
+			}
+			q = strings.TrimLeft(q[i+2:], "\n")
+		}
+		return q
+	}
+	return ""
+}
+
+// replacedNote tells the model that its sandbox is new.
+func (s *session) replacedNote() string {
+	note := "This conversation's sandbox had expired, so a new one was created: files saved by " +
+		"earlier steps and all variables are gone."
+	if len(s.Conv.Inputs) > 0 {
+		names := make([]string, len(s.Conv.Inputs))
+		for i, in := range s.Conv.Inputs {
+			names[i] = sandbox.WorkDir + "/" + in.Name
+		}
+		note += " The uploaded files were uploaded again: " + strings.Join(names, ", ") + "."
+	}
+	return note
 }
 
 // newRunner starts what runs the model's code in sbx, as exec_mode says.
@@ -75,14 +264,74 @@ func newRunner(ctx context.Context, sbx sandbox.Sandbox, cfg *config.Config) (ke
 	return k, nil
 }
 
-// Upload copies the host file at path to /work/<basename>.
+// Upload copies the host file at path to /work/<basename>, and keeps a copy
+// with the conversation so it can be uploaded again if the sandbox is lost.
 func (s *session) Upload(ctx context.Context, path string) error {
-	fh, err := os.Open(path)
+	name := filepath.Base(path)
+	kept := filepath.Join(s.store.InputsDir(s.ID), name)
+	n, err := copyFile(path, kept)
 	if err != nil {
 		return usagef("cannot upload %s: %v", path, unwrapPath(err))
 	}
+	fh, err := os.Open(kept)
+	if err != nil {
+		return err
+	}
 	defer fh.Close()
-	return s.Agent.Upload(ctx, filepath.Base(path), fh)
+	if err := s.Agent.Upload(ctx, name, fh); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(path)
+	s.Conv.Inputs = appendStored(s.Conv.Inputs, store.File{Name: name, Path: abs, Bytes: n})
+	return s.save()
+}
+
+// uploadInputs puts a conversation's kept uploads into a new sandbox.
+func (s *session) uploadInputs(ctx context.Context) error {
+	for _, in := range s.Conv.Inputs {
+		fh, err := os.Open(filepath.Join(s.store.InputsDir(s.ID), in.Name))
+		if err != nil {
+			return fmt.Errorf("upload %s again: %w", in.Name, err)
+		}
+		err = s.Sandbox.WriteFile(ctx, sandbox.WorkDir+"/"+in.Name, fh)
+		fh.Close()
+		if err != nil {
+			return fmt.Errorf("upload %s again: %w", in.Name, err)
+		}
+	}
+	return nil
+}
+
+// copyFile copies src to dst, creating dst's directory.
+func copyFile(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return 0, err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// appendStored adds f, replacing an earlier file of the same name.
+func appendStored(files []store.File, f store.File) []store.File {
+	for i := range files {
+		if files[i].Name == f.Name {
+			files[i] = f
+			return files
+		}
+	}
+	return append(files, f)
 }
 
 // OutDir is where files the code saved are downloaded: out_dir, or a new
@@ -125,6 +374,11 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 			continue
 		}
 		out = append(out, savedFile{Path: p, SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: n})
+		abs, _ := filepath.Abs(p)
+		s.Conv.Downloads = appendStored(s.Conv.Downloads, store.File{Name: fi.Path, Path: abs, Bytes: n})
+	}
+	if err := s.save(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
@@ -132,15 +386,55 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 	return out, nil
 }
 
-// Close stops the runner and removes the sandbox. The caller's context may
-// be cancelled by now (Ctrl+C); cleaning up must still happen.
+// Close stops the runner, pauses the sandbox so that a later command can
+// resume the conversation, saves the record and lets the conversation go.
+// The caller's context may be cancelled by now (Ctrl+C); this must still
+// happen.
 func (s *session) Close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if s.Runner != nil {
 		_ = s.Runner.Close()
 	}
-	if err := s.Sandbox.Close(ctx); err != nil {
-		fmt.Fprintln(s.f.IO.ErrOut, "warning: removing the sandbox: "+err.Error())
+	if s.Sandbox != nil {
+		id, err := s.Sandbox.Pause(ctx)
+		if err != nil {
+			fmt.Fprintln(s.f.IO.ErrOut, "warning: pausing the sandbox: "+err.Error())
+		} else {
+			s.Conv.Sandbox.SessionID = string(id)
+		}
+		if err := s.save(); err != nil {
+			fmt.Fprintln(s.f.IO.ErrOut, "warning: "+err.Error())
+		}
 	}
+	s.release()
+}
+
+// release lets another process open the conversation.
+func (s *session) release() {
+	if s.lock != nil {
+		_ = s.lock.Unlock()
+		s.lock = nil
+	}
+}
+
+// removeConversation deletes a conversation: its sandbox, wherever it is, then its
+// record. It is what `terp sessions rm` does.
+func removeConversation(ctx context.Context, f *Factory, cfg *config.Config, st *store.Store, conv *store.Conversation) error {
+	if conv.Sandbox.SessionID != "" && conv.Sandbox.Backend == cfg.Sandbox {
+		backend, err := f.NewBackend(cfg)
+		if err != nil {
+			return err
+		}
+		sbx, err := backend.Resume(ctx, sandbox.SessionID(conv.Sandbox.SessionID))
+		switch {
+		case err == nil:
+			if err := sbx.Close(ctx); err != nil {
+				return fmt.Errorf("remove the sandbox of conversation %s: %w", conv.ID, err)
+			}
+		case !errors.Is(err, sandbox.ErrExpired):
+			return fmt.Errorf("remove the sandbox of conversation %s: %w", conv.ID, err)
+		}
+	}
+	return st.Remove(conv.ID)
 }

@@ -48,13 +48,13 @@ type Conversation struct {
 	Settings Settings `json:"settings"`
 	// Sandbox names the backend and the session id that resumes it; the id
 	// is empty while the sandbox runs, or once it is gone.
-	Sandbox   SandboxRef     `json:"sandbox"`
-	Messages  []llm.Message  `json:"messages"`
-	Inputs    []File         `json:"inputs,omitempty"`
-	Downloads []File         `json:"downloads,omitempty"`
-	Usage     llm.Usage      `json:"usage"`
-	Steps     int            `json:"steps"`
-	Turns     int            `json:"turns"`
+	Sandbox   SandboxRef    `json:"sandbox"`
+	Messages  []llm.Message `json:"messages"`
+	Inputs    []File        `json:"inputs,omitempty"`
+	Downloads []File        `json:"downloads,omitempty"`
+	Usage     llm.Usage     `json:"usage"`
+	Steps     int           `json:"steps"`
+	Turns     int           `json:"turns"`
 }
 
 // Settings are the settings a follow-up keeps unless told otherwise.

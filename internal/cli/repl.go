@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/sanitize"
+)
+
+// repl is `terp chat` without a terminal: one question per line on stdin,
+// each answer on stdout as `ask` prints it, progress on stderr when that is
+// a terminal. The conversation goes on from line to line, like the chat UI.
+type repl struct {
+	f    *Factory
+	cfg  *config.Config
+	sess *session
+	// model is the model the questions go to, after any /model.
+	model string
+	steps int
+	// failed is set when a turn ended in error, for the exit code.
+	failed bool
+}
+
+// errQuit ends the REPL from a /quit.
+var errQuit = errors.New("quit")
+
+func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
+	r := &repl{f: opts.f, cfg: cfg}
+	var err error
+	if opts.cont || opts.resume != "" {
+		r.sess, err = resumeSession(ctx, r.f, cfg, opts.resume)
+	} else {
+		r.sess, err = openSession(ctx, r.f, cfg, "chat")
+	}
+	if err != nil {
+		return err
+	}
+	// Resuming may bring back the conversation's model.
+	r.model, r.steps = cfg.Model, cfg.MaxSteps
+	defer func() { r.sess.Close(ctx) }()
+	for _, p := range opts.files {
+		if err := r.sess.Upload(ctx, p); err != nil {
+			return err
+		}
+	}
+
+	in := bufio.NewScanner(r.f.IO.In)
+	in.Buffer(make([]byte, 64<<10), 1<<20)
+	for r.prompt(); in.Scan(); r.prompt() {
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		var err error
+		if strings.HasPrefix(line, "/") {
+			err = r.command(ctx, line)
+		} else {
+			err = r.ask(ctx, line)
+		}
+		switch {
+		case errors.Is(err, errQuit):
+			return r.outcome()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			fmt.Fprintln(r.f.IO.ErrOut, "terp: "+sanitize.Terminal(err.Error()))
+		}
+	}
+	if err := in.Err(); err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	}
+	return r.outcome()
+}
+
+// outcome is the exit status of the whole REPL: 1 when a question failed,
+// so that a script feeding questions can tell.
+func (r *repl) outcome() error {
+	if r.failed {
+		return silentError{code: exitError}
+	}
+	return nil
+}
+
+// prompt invites a person typing on a terminal; piped input gets none.
+func (r *repl) prompt() {
+	if r.f.IO.StdinTTY {
+		fmt.Fprint(r.f.IO.ErrOut, "terp> ")
+	}
+}
+
+// renew replaces the conversation with a new one, for /new.
+func (r *repl) renew(ctx context.Context) error {
+	s, err := openSession(ctx, r.f, r.cfg, "chat")
+	if err != nil {
+		return err
+	}
+	r.sess.Close(ctx)
+	// The user's /model and /steps hold for the new conversation.
+	s.Agent.SetModel(r.model)
+	s.Agent.SetMaxSteps(r.steps)
+	r.sess = s
+	return nil
+}
+
+// ask runs one question and prints its answer and files on stdout.
+func (r *repl) ask(ctx context.Context, question string) error {
+	res, err := runTurn(ctx, r.f, r.sess.Agent, question, r.f.IO.StderrTTY)
+	files, dlErr := r.sess.Download(ctx, res.Files)
+	if err == nil {
+		err = dlErr
+	}
+	err = printAnswer(r.f.IO, res, files, err)
+	var silent silentError
+	switch {
+	case errors.As(err, &silent):
+		// The step cap: the answer says so; the REPL goes on.
+		return nil
+	case err != nil && !errors.Is(err, context.Canceled):
+		r.failed = true
+	}
+	return err
+}
+
+// command runs a slash command; results go to stdout, messages to stderr.
+func (r *repl) command(ctx context.Context, line string) error {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	out, msg := r.f.IO.Out, r.f.IO.ErrOut
+	need := func(what string) error {
+		if arg == "" {
+			return usagef("%s needs %s", name, what)
+		}
+		return nil
+	}
+	switch name {
+	case "/quit", "/exit", "/q":
+		return errQuit
+	case "/help", "/?":
+		fmt.Fprint(msg, replHelp)
+	case "/upload":
+		if err := need("a PATH"); err != nil {
+			return err
+		}
+		if err := checkUploads([]string{arg}); err != nil {
+			return err
+		}
+		if err := r.sess.Upload(ctx, arg); err != nil {
+			return err
+		}
+		fmt.Fprintf(msg, "uploaded %s\n", arg)
+	case "/files", "/ls":
+		files, err := workFiles(ctx, r.sess.Sandbox)
+		if err != nil {
+			return err
+		}
+		for _, fi := range files {
+			fmt.Fprintf(out, "%s\t%s\n", sanitize.Terminal(fi.Path), humanBytes(fi.Size))
+		}
+	case "/download":
+		if err := need("a NAME"); err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(arg, "/work/")
+		p, _, err := agent.Download(ctx, r.sess.Sandbox, name, r.sess.OutDir(), r.cfg.MaxDownloadSize)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, p)
+	case "/new":
+		if err := r.renew(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(msg, "new conversation %s\n", r.sess.ID)
+	case "/model":
+		if arg == "" {
+			fmt.Fprintln(msg, "model: "+r.model)
+			return nil
+		}
+		r.model = arg
+		r.sess.Agent.SetModel(arg)
+		fmt.Fprintln(msg, "model: "+arg)
+	case "/steps":
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return usagef("/steps needs a whole number from 1 up")
+		}
+		r.steps = n
+		r.sess.Agent.SetMaxSteps(n)
+		fmt.Fprintf(msg, "at most %d steps per question\n", n)
+	default:
+		return usagef("unknown command %s; /help lists the commands", name)
+	}
+	return nil
+}
+
+const replHelp = `Type a question and press Enter; the answer is printed when it is complete.
+  /upload PATH     copy a file to /work
+  /files           list /work
+  /download NAME   copy /work/NAME to the output directory
+  /new             start a new conversation in a new sandbox
+  /model NAME      switch the model
+  /steps N         set the step cap
+  /quit            leave (or end the input)
+`

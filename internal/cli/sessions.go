@@ -1,0 +1,352 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/store"
+)
+
+func newCmdSessions(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "sessions <command>",
+		Aliases: []string{"session"},
+		Short:   "List, show and remove stored conversations",
+		Long: `Every conversation, from ask, chat or batch, is stored under
+$XDG_DATA_HOME/terp/conversations with its messages, settings and the files it
+uploaded, and its sandbox is paused between questions. Go on with one with
+"terp ask --continue" (the latest) or "terp ask --resume ID". An ID can be
+abbreviated to any unique prefix.`,
+		Example: `  terp sessions ls
+  terp sessions show 3f9c
+  terp ask --resume 3f9c "And per quarter?"
+  terp sessions rm 3f9c
+  terp sessions prune --older-than 720h`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for terp sessions; use ls, show, rm or prune", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newCmdSessionsLs(f), newCmdSessionsShow(f), newCmdSessionsRm(f), newCmdSessionsPrune(f))
+	return cmd
+}
+
+// sessionRow is one conversation in `sessions ls --json`.
+type sessionRow struct {
+	ID           string    `json:"id"`
+	Title        string    `json:"title"`
+	Model        string    `json:"model"`
+	Origin       string    `json:"origin"`
+	Turns        int       `json:"turns"`
+	Steps        int       `json:"steps"`
+	LastActivity time.Time `json:"last_activity"`
+	Error        string    `json:"error,omitempty"`
+}
+
+func newCmdSessionsLs(f *Factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List stored conversations, the most recent first",
+		Example: `  terp sessions ls
+  terp sessions ls --json | jq -r '.[0].id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := f.Store()
+			if err != nil {
+				return err
+			}
+			entries, err := st.List()
+			if err != nil {
+				return err
+			}
+			rows := make([]sessionRow, 0, len(entries))
+			for _, e := range entries {
+				r := sessionRow{ID: e.ID}
+				if e.Err != nil {
+					r.Error = e.Err.Error()
+				} else {
+					c := e.Conversation
+					r.Title, r.Model, r.Origin = c.Title, c.Settings.Model, c.Origin
+					r.Turns, r.Steps, r.LastActivity = c.Turns, c.Steps, c.Updated
+				}
+				rows = append(rows, r)
+			}
+			if asJSON {
+				return writeJSON(f.IO.Out, rows)
+			}
+			return printSessions(f.IO.Out, rows, time.Now())
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the conversations as a JSON array")
+	return cmd
+}
+
+func printSessions(w io.Writer, rows []sessionRow, now time.Time) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, `No conversations yet. Start one with: terp ask "..."`)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTITLE\tMODEL\tSTEPS\tLAST ACTIVITY")
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t(damaged: run terp sessions show %s)\t\t\t\n", r.ID, r.ID)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, sanitize.Terminal(r.Title), sanitize.Terminal(r.Model), r.Steps, ago(now.Sub(r.LastActivity)))
+	}
+	return tw.Flush()
+}
+
+// ago says how long ago something was, as a person would.
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// loadConversation finds a conversation by id or prefix.
+func loadConversation(f *Factory, ref string) (*store.Store, *store.Conversation, error) {
+	st, err := f.Store()
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := st.Resolve(ref)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	c, err := st.Load(id)
+	return st, c, err
+}
+
+func newCmdSessionsShow(f *Factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Print a conversation's transcript",
+		Example: `  terp sessions show 3f9c
+  terp sessions show 3f9c --json | jq '.messages | length'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, c, err := loadConversation(f, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(f.IO.Out, c)
+			}
+			return printTranscript(f.IO.Out, c)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole stored record as JSON")
+	return cmd
+}
+
+// printTranscript shows a conversation as it happened: the questions, the
+// code, what it printed and the answers. The system prompt is left out.
+func printTranscript(w io.Writer, c *store.Conversation) error {
+	fmt.Fprintf(w, "conversation %s · %s · %d turns · %d steps · %d tokens · %s\n",
+		c.ID, sanitize.Terminal(c.Settings.Model), c.Turns, c.Steps, c.Usage.TotalTokens, c.Updated.Local().Format("2006-01-02 15:04"))
+	for _, in := range c.Inputs {
+		fmt.Fprintf(w, "uploaded /work/%s from %s\n", sanitize.Terminal(in.Name), sanitize.Terminal(in.Path))
+	}
+	for _, m := range c.Messages {
+		switch m.Role {
+		case llm.RoleUser:
+			fmt.Fprintf(w, "\n── you\n%s\n", sanitize.Terminal(m.Content))
+		case llm.RoleAssistant:
+			if strings.TrimSpace(m.Content) != "" {
+				fmt.Fprintf(w, "\n── %s\n%s\n", sanitize.Terminal(c.Settings.Model), sanitize.Terminal(strings.TrimSpace(m.Content)))
+			}
+			for _, call := range m.ToolCalls {
+				var args struct{ Code string }
+				if json.Unmarshal([]byte(call.Arguments), &args) != nil || args.Code == "" {
+					args.Code = call.Arguments
+				}
+				fmt.Fprintf(w, "\n── %s\n%s\n", sanitize.Terminal(call.Name), indent(sanitize.Terminal(strings.TrimRight(args.Code, "\n")), "  "))
+			}
+		case llm.RoleTool:
+			fmt.Fprintf(w, "── result\n%s\n", indent(sanitize.Terminal(toolSummary(m.Content)), "  │ "))
+		}
+	}
+	for _, d := range c.Downloads {
+		fmt.Fprintf(w, "\nsaved /work/%s → %s\n", sanitize.Terminal(d.Name), sanitize.Terminal(d.Path))
+	}
+	return nil
+}
+
+// toolSummary turns a stored tool message back into readable text.
+func toolSummary(content string) string {
+	var r struct {
+		ExitCode int      `json:"exit_code"`
+		Stdout   string   `json:"stdout"`
+		Stderr   string   `json:"stderr"`
+		Files    []string `json:"files"`
+		Note     string   `json:"note"`
+		Error    string   `json:"error"`
+	}
+	if json.Unmarshal([]byte(content), &r) != nil {
+		return content
+	}
+	if r.Error != "" {
+		return "error: " + r.Error
+	}
+	parts := []string{fmt.Sprintf("exit %d", r.ExitCode)}
+	for _, s := range []string{r.Stdout, r.Stderr, r.Note} {
+		if s = strings.TrimRight(s, "\n"); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(r.Files) > 0 {
+		parts = append(parts, "files: "+strings.Join(r.Files, ", "))
+	}
+	return strings.Join(parts, "\n")
+}
+
+func newCmdSessionsRm(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"remove"},
+		Short:   "Remove conversations, their sandboxes and work directories",
+		Long: `Remove deletes each conversation's record, the copies of its uploads and
+its sandbox with everything in /work. Files already downloaded are kept.`,
+		Example: `  terp sessions rm 3f9c
+  terp sessions rm $(terp sessions ls --json | jq -r '.[].id')`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := f.Config(nil)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, ref := range args {
+				if err := removeRef(cmd.Context(), f, cfg, ref); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+// removeRef removes one conversation named by id or prefix. A damaged
+// record is removed too: it can be neither resumed nor repaired.
+func removeRef(ctx context.Context, f *Factory, cfg *config.Config, ref string) error {
+	st, c, err := loadConversation(f, ref)
+	var damaged *store.DamagedError
+	switch {
+	case errors.As(err, &damaged):
+		if err := st.Remove(damaged.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(f.IO.Out, "removed %s (damaged)\n", damaged.ID)
+		return nil
+	case err != nil:
+		return err
+	}
+	lock, err := st.Lock(c.ID)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	if err := removeConversation(ctx, f, cfg, st, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.Out, "removed %s %s\n", c.ID, sanitize.Terminal(c.Title))
+	return nil
+}
+
+func newCmdSessionsPrune(f *Factory) *cobra.Command {
+	var olderThan time.Duration
+	cmd := &cobra.Command{
+		Use:   "prune --older-than DUR",
+		Short: "Remove conversations inactive for longer than DUR, and expired sandboxes",
+		Long: `Prune removes every conversation whose last activity is older than DUR,
+with its sandbox, and every sandbox a killed terp left running past its
+lifetime. Conversations open in another terp process are skipped.`,
+		Example: `  terp sessions prune --older-than 168h   # a week`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if olderThan <= 0 {
+				return usagef("--older-than is required, e.g. --older-than 720h for 30 days")
+			}
+			cfg, err := f.Config(nil)
+			if err != nil {
+				return err
+			}
+			return prune(cmd.Context(), f, cfg, time.Now().Add(-olderThan))
+		},
+	}
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "remove conversations last active longer ago than `DUR` (e.g. 24h, 720h)")
+	return cmd
+}
+
+func prune(ctx context.Context, f *Factory, cfg *config.Config, before time.Time) error {
+	st, err := f.Store()
+	if err != nil {
+		return err
+	}
+	entries, err := st.List()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	removed := 0
+	for _, e := range entries {
+		if e.Err != nil || !e.Conversation.Updated.Before(before) {
+			continue
+		}
+		if err := removeRef(ctx, f, cfg, e.ID); err != nil {
+			if !errors.Is(err, store.ErrBusy) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		removed++
+	}
+	backend, err := f.NewBackend(cfg)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if p, ok := backend.(sandbox.Pruner); ok {
+		ids, err := p.Prune(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, id := range ids {
+			fmt.Fprintf(f.IO.Out, "removed expired sandbox %s\n", id)
+		}
+	}
+	fmt.Fprintf(f.IO.Out, "%d conversations removed\n", removed)
+	return errors.Join(errs...)
+}

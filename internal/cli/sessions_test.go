@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/store"
+)
+
+// sharedEnv is an environment whose data directory outlives one command, so
+// a test can run several terp commands on the same conversations.
+func sharedEnv(t *testing.T, s *llmtest.Server) (map[string]string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	env := map[string]string{
+		"XDG_DATA_HOME":   filepath.Join(dir, "data"),
+		"XDG_CONFIG_HOME": filepath.Join(dir, "config"),
+	}
+	if s != nil {
+		env["TERP_BASE_URL"] = s.BaseURL()
+		env["TERP_MODEL"] = "test-model"
+	}
+	return env, filepath.Join(dir, "data", "terp")
+}
+
+func askJSONOf(t *testing.T, r result) askJSON {
+	t.Helper()
+	var got askJSON
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s\nstderr:\n%s", err, r.stdout, r.stderr)
+	}
+	return got
+}
+
+func TestContinueSeesHistoryAndFiles(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 41\nopen('notes.txt', 'w').write('kept')\nprint('saved')")),
+		llmtest.Fixed(llmtest.Answer("Saved notes.txt.")),
+		func(req llmtest.Request) llmtest.Reply {
+			// The follow-up carries the whole first turn.
+			var sawFirstStep bool
+			for _, m := range req.Messages {
+				if m.Role == "tool" && strings.Contains(m.Content, "saved") {
+					sawFirstStep = true
+				}
+			}
+			last := req.Messages[len(req.Messages)-1]
+			if !sawFirstStep || last.Role != "user" || !strings.Contains(last.Content, "variables and imports from earlier steps are gone") {
+				t.Errorf("the follow-up request lacks the history or the note about the restarted session: %+v", req.Messages)
+			}
+			return llmtest.RunPython("print(open('notes.txt').read(), 'x' in globals())")
+		},
+		answerWithStdout)
+	env, dataDir := sharedEnv(t, s)
+	out := filepath.Join(t.TempDir(), "out")
+	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", out, "save a note"))
+	second := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", out, "--continue", "read it back"))
+	if second.ConversationID != first.ConversationID || second.Answer != "kept False" {
+		t.Fatalf("follow-up = %+v; want the same conversation, its file kept and its variables reset", second)
+	}
+	st, _ := store.Open(dataDir)
+	c, err := st.Load(first.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Turns != 2 || c.Steps != 4 || c.Title != "save a note" || c.Usage.TotalTokens != 440 {
+		t.Errorf("stored %d turns, %d steps, title %q, %d tokens; want 2, 4, the first question, 440", c.Turns, c.Steps, c.Title, c.Usage.TotalTokens)
+	}
+	wantPausedConversations(t, dataDir)
+}
+
+func TestSessionsCommands(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("one")), llmtest.Fixed(llmtest.Answer("two")))
+	env, dataDir := sharedEnv(t, s)
+	a := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "first question"))
+	b := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "second question"))
+
+	r := terp(t, env, "", "sessions", "ls")
+	if r.code != 0 || !strings.Contains(r.stdout, "second question") || strings.Index(r.stdout, b.ConversationID) > strings.Index(r.stdout, a.ConversationID) {
+		t.Errorf("sessions ls (exit %d) does not list both, latest first:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var rows []sessionRow
+	r = terp(t, env, "", "sessions", "ls", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 2 || rows[0].ID != b.ConversationID || rows[0].Steps != 1 {
+		t.Errorf("sessions ls --json = %+v, %v", rows, err)
+	}
+
+	// Any unique prefix names a conversation.
+	prefix := a.ConversationID[:6]
+	r = terp(t, env, "", "sessions", "show", prefix)
+	if r.code != 0 || !strings.Contains(r.stdout, "── you\nfirst question") || !strings.Contains(r.stdout, "one") {
+		t.Errorf("sessions show %s (exit %d):\n%s%s", prefix, r.code, r.stdout, r.stderr)
+	}
+	if r := terp(t, env, "", "sessions", "show", "zzz"); r.code != exitUsage || !strings.Contains(r.stderr, "no such conversation") {
+		t.Errorf("sessions show of an unknown id: exit %d, %s", r.code, r.stderr)
+	}
+
+	r = terp(t, env, "", "sessions", "rm", prefix)
+	if r.code != 0 || !strings.Contains(r.stdout, "removed "+a.ConversationID) {
+		t.Fatalf("sessions rm (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st, _ := store.Open(dataDir)
+	if entries, _ := st.List(); len(entries) != 1 || entries[0].ID != b.ConversationID {
+		t.Errorf("after rm: %+v", entries)
+	}
+	c, _ := st.Load(b.ConversationID)
+	other := filepath.Join(dataDir, "sandboxes", c.Sandbox.SessionID)
+	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*")); len(sandboxes) != 1 || sandboxes[0] != other {
+		t.Errorf("sandboxes after rm: %v, want only %s", sandboxes, other)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("old")), llmtest.Fixed(llmtest.Answer("new")))
+	env, dataDir := sharedEnv(t, s)
+	old := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "old question"))
+	recent := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "new question"))
+	// Age the first conversation by rewriting its record's last activity.
+	path := filepath.Join(dataDir, "conversations", old.ConversationID, "conversation.json")
+	b, _ := os.ReadFile(path)
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["updated"] = time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339)
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := terp(t, env, "", "sessions", "prune", "--older-than", "24h")
+	if r.code != 0 || !strings.Contains(r.stdout, "1 conversations removed") {
+		t.Fatalf("prune (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st, _ := store.Open(dataDir)
+	if entries, _ := st.List(); len(entries) != 1 || entries[0].ID != recent.ConversationID {
+		t.Errorf("after prune: %+v, want only the recent one", entries)
+	}
+	if r := terp(t, env, "", "sessions", "prune"); r.code != exitUsage {
+		t.Errorf("prune without --older-than: exit %d", r.code)
+	}
+}
+
+func TestResumeWhenTheSandboxVanished(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("open('/work/result.txt', 'w').write('lost')")),
+		llmtest.Fixed(llmtest.Answer("done")),
+		func(req llmtest.Request) llmtest.Reply {
+			last := req.Messages[len(req.Messages)-1].Content
+			if !strings.Contains(last, "sandbox had expired") || !strings.Contains(last, "/work/sales.csv") {
+				t.Errorf("the model was not told its sandbox is new and what was uploaded again: %q", last)
+			}
+			return llmtest.RunPython("import os\nprint(sorted(f for f in os.listdir('/work') if not f.startswith('.')))")
+		},
+		answerWithStdout)
+	env, dataDir := sharedEnv(t, s)
+	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "-f", salesCSV(t), "work"))
+	st, _ := store.Open(dataDir)
+	c, _ := st.Load(first.ConversationID)
+	if err := os.RemoveAll(filepath.Join(dataDir, "sandboxes", c.Sandbox.SessionID)); err != nil {
+		t.Fatal(err)
+	}
+	second := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "--resume", first.ConversationID[:5], "again"))
+	if second.Answer != "['sales.csv']" {
+		t.Errorf("answer = %q; want the upload back and the lost file gone", second.Answer)
+	}
+}
+
+func TestDamagedAndBusyConversations(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("a")), llmtest.Fixed(llmtest.Answer("b")))
+	env, dataDir := sharedEnv(t, s)
+	good := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "good"))
+	bad := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "bad"))
+	if err := os.WriteFile(filepath.Join(dataDir, "conversations", bad.ConversationID, "conversation.json"), []byte(`{"id": "`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := terp(t, env, "", "sessions", "ls")
+	if r.code != 0 || !strings.Contains(r.stdout, good.ConversationID) || !strings.Contains(r.stdout, bad.ConversationID+"  (damaged") {
+		t.Errorf("sessions ls with a damaged record (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = terp(t, env, "", "ask", "--resume", bad.ConversationID, "more")
+	if r.code != exitError || !strings.Contains(r.stderr, "is damaged") || !strings.Contains(r.stderr, "terp sessions rm "+bad.ConversationID) {
+		t.Errorf("resuming a damaged conversation: exit %d, %s", r.code, r.stderr)
+	}
+
+	// A conversation open in another process is refused, not shared.
+	st, _ := store.Open(dataDir)
+	lock, err := st.Lock(good.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = terp(t, env, "", "ask", "--resume", good.ConversationID, "more")
+	if r.code != exitError || !strings.Contains(r.stderr, "is open in another terp process") {
+		t.Errorf("resuming a busy conversation: exit %d, %s", r.code, r.stderr)
+	}
+	lock.Unlock()
+}
+
+// TestKilledMidStepThenResumed kills a real terp process with SIGKILL while
+// its second step runs. The first step was saved; the conversation resumes
+// with it and with its files.
+func TestKilledMidStepThenResumed(t *testing.T) {
+	bin := terpBinary(t)
+	second := make(chan struct{})
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("open('/work/step1.txt', 'w').write('from step 1')\nprint('step 1 done')")),
+		func(llmtest.Request) llmtest.Reply {
+			close(second)
+			return llmtest.RunPython("import time\ntime.sleep(300)")
+		},
+		func(req llmtest.Request) llmtest.Reply {
+			var history []string
+			for _, m := range req.Messages {
+				history = append(history, m.Role)
+			}
+			// system, the question, step 1's call and result, the new question.
+			if got := strings.Join(history, ","); got != "system,user,assistant,tool,user" {
+				t.Errorf("resumed history = %s; want step 1 kept and the killed step gone", got)
+			}
+			return llmtest.RunPython("print(open('/work/step1.txt').read())")
+		},
+		answerWithStdout)
+	env, dataDir := sharedEnv(t, s)
+	cmd := exec.Command(bin, "ask", "--json", "two steps")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the second step never started; stderr:\n%s", stderr.String())
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	r := terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "--continue", "what did step 1 write?")
+	got := askJSONOf(t, r)
+	if r.code != 0 || got.Answer != "from step 1" {
+		t.Fatalf("resume after SIGKILL: exit %d, %+v\n%s", r.code, got, r.stderr)
+	}
+	wantPausedConversations(t, dataDir)
+}
+
+// answerWithStdout answers with what the last step printed.
+func answerWithStdout(req llmtest.Request) llmtest.Reply {
+	res, _ := req.ToolResult()
+	return llmtest.Answer(strings.TrimSpace(res.Stdout))
+}

@@ -1,0 +1,224 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/terpdev/terp/internal/sanitize"
+)
+
+// commands lists the slash commands, for /help and for Tab.
+var commands = []struct{ name, args, help string }{
+	{"/upload", "PATH", "copy a file from this machine to /work (Tab completes)"},
+	{"/files", "", "list the files in /work"},
+	{"/download", "NAME", "copy /work/NAME to the output directory"},
+	{"/new", "", "start a new conversation in a new sandbox"},
+	{"/model", "NAME", "switch the model for the next questions"},
+	{"/steps", "N", "set the step cap for the next questions"},
+	{"/help", "", "show this help"},
+	{"/quit", "", "leave terp (also ctrl+d on an empty line)"},
+}
+
+const keysHelp = `Keys
+  enter sends · alt+enter or ctrl+j starts a new line
+  ctrl+c cancels what runs (the conversation goes on); twice quits
+  pgup/pgdn scroll; ↑/↓ too when the input is empty; esc jumps to the end
+  ctrl+t shows the model's thinking · ctrl+o shows all output
+  ctrl+p/ctrl+n recall earlier questions`
+
+func helpText() string {
+	var b strings.Builder
+	b.WriteString("Commands\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-16s %s\n", strings.TrimSpace(c.name+" "+c.args), c.help)
+	}
+	b.WriteString(keysHelp)
+	return b.String()
+}
+
+// command runs a slash command. Mistakes get a message on the status
+// line and leave the input as it was, to be fixed.
+func (m Model) command(line string) (Model, tea.Cmd) {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = unquote(strings.TrimSpace(arg))
+	needsArg := func(what string) bool {
+		if arg == "" {
+			m.status.say(fmt.Sprintf("%s needs %s: %s %s", name, strings.ToLower(what), name, what), true)
+			return false
+		}
+		return true
+	}
+	idle := func() bool {
+		if m.job != nil {
+			m.status.say(fmt.Sprintf("Still busy with %s: wait, or press ctrl+c to cancel it.", m.job.what), true)
+			return false
+		}
+		return true
+	}
+	switch name {
+	case "/help", "/?":
+		m.input.take()
+		m.transcript.add(&note{text: helpText()})
+		m.transcript.toEnd()
+		m.status.clear()
+		return m, nil
+	case "/quit", "/exit", "/q":
+		return m.quit()
+	case "/model":
+		if arg == "" {
+			m.status.say("The model is "+m.status.info.Model+"; /model NAME switches.", false)
+			m.input.take()
+			return m, nil
+		}
+		if !idle() {
+			return m, nil
+		}
+		m.input.take()
+		m.conv.SetModel(arg)
+		m.status.info = m.conv.Info()
+		m.status.say("The next questions go to "+arg+".", false)
+		return m, nil
+	case "/steps":
+		if !needsArg("N") || !idle() {
+			return m, nil
+		}
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			m.status.say(fmt.Sprintf("/steps needs a whole number from 1 up, not %q.", arg), true)
+			return m, nil
+		}
+		m.input.take()
+		m.conv.SetMaxSteps(n)
+		m.status.info = m.conv.Info()
+		m.status.maxSteps = n
+		m.status.step = 0
+		m.status.say(fmt.Sprintf("At most %d steps per question from now on.", n), false)
+		return m, nil
+	case "/upload":
+		if !needsArg("PATH") || !idle() {
+			return m, nil
+		}
+		return m.begin("the upload of "+arg, func(ctx context.Context) tea.Cmd { return upload(ctx, m.conv, arg) })
+	case "/download":
+		if !needsArg("NAME") || !idle() {
+			return m, nil
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(arg, "/work/"), "./")
+		return m.begin("the download of "+name, func(ctx context.Context) tea.Cmd { return fetch(ctx, m.conv, name) })
+	case "/files", "/ls":
+		if !idle() {
+			return m, nil
+		}
+		return m.begin("listing /work", func(ctx context.Context) tea.Cmd { return listFiles(ctx, m.conv) })
+	case "/new":
+		if !idle() {
+			return m, nil
+		}
+		if m.open == nil {
+			m.status.say("This chat cannot start a new conversation.", true)
+			return m, nil
+		}
+		// The conversation outlives this command, so it gets the chat's
+		// context rather than the job's.
+		return m.begin("a new conversation", func(context.Context) tea.Cmd { return openConversation(m.ctx, m.open) })
+	}
+	m.status.say(fmt.Sprintf("Unknown command %s: /help lists the commands.", name), true)
+	return m, nil
+}
+
+// begin starts a job other than a turn; its command reports to jobDone.
+func (m Model) begin(what string, start func(ctx context.Context) tea.Cmd) (Model, tea.Cmd) {
+	m.input.take()
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.job = &job{what: what, cancel: cancel, started: m.clock}
+	m.status.say(strings.ToUpper(what[:1])+what[1:]+"…", false)
+	return m, tea.Batch(start(ctx), m.startTicking())
+}
+
+// jobDone shows what a job other than a turn came back with.
+func (m *Model) jobDone(msg tea.Msg) {
+	if _, ok := msg.(completionMsg); !ok {
+		if m.job != nil {
+			m.job.cancel()
+		}
+		m.job = nil
+	}
+	switch msg := msg.(type) {
+	case uploadedMsg:
+		if msg.err != nil {
+			m.status.say(firstLine(msg.err.Error()), true)
+			if m.input.value() == "" {
+				// Back in the input, the path is quickly fixed.
+				m.input.set("/upload " + msg.path)
+			}
+			return
+		}
+		m.transcript.add(&note{text: fmt.Sprintf("Uploaded %s to %s; the model hears of it with your next question.", msg.path, msg.dest)})
+		m.status.say("Uploaded "+msg.dest+".", false)
+	case downloadedMsg:
+		if msg.err != nil {
+			m.status.say(firstLine(msg.err.Error()), true)
+			return
+		}
+		f := &savedFile{name: msg.file.Name, bytes: msg.file.Bytes}
+		m.attach(f, msg.file)
+		m.transcript.add(&fileEntry{f: f})
+		m.status.say("Downloaded "+msg.file.Path+".", false)
+	case filesMsg:
+		if msg.err != nil {
+			m.status.say(firstLine(msg.err.Error()), true)
+			return
+		}
+		m.transcript.add(&note{text: filesText(msg)})
+		m.status.clear()
+	case conversationMsg:
+		if msg.err != nil {
+			m.status.say("No new conversation: "+firstLine(msg.err.Error()), true)
+			return
+		}
+		// The model and step cap the user chose hold for the new
+		// conversation.
+		old := m.status.info
+		m.conv = msg.conv
+		if info := m.conv.Info(); info.Model != old.Model || info.MaxSteps != old.MaxSteps {
+			m.conv.SetModel(old.Model)
+			m.conv.SetMaxSteps(old.MaxSteps)
+		}
+		info := m.conv.Info()
+		m.status = status{info: info, maxSteps: info.MaxSteps}
+		m.transcript.add(&note{text: fmt.Sprintf("── New conversation %s: a fresh sandbox, and the model starts over.", info.ID)})
+		m.status.say("New conversation "+info.ID+".", false)
+	case completionMsg:
+		m.completed(msg)
+		return
+	}
+	m.transcript.toEnd()
+}
+
+func filesText(msg filesMsg) string {
+	var rows []string
+	for _, f := range msg.files {
+		if f.Mode.IsDir() {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("  %-32s %10s", sanitize.Terminal(f.Path), sizeText(f.Size)))
+	}
+	if len(rows) == 0 {
+		return "/work is empty. /upload PATH copies a file there."
+	}
+	sort.Strings(rows)
+	return "/work\n" + strings.Join(rows, "\n")
+}
+
+// unquote drops the quotes around a path typed with spaces in it.
+func unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+		return s[1 : len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,229 @@
+package tui
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/sanitize"
+)
+
+// step is one model request and the code it ran, as the loop reports them.
+type step struct {
+	n, max  int
+	started time.Time
+	// running is set while the turn is on this step.
+	running bool
+	// reasoning streams first; thought is when something else began.
+	reasoning string
+	thought   time.Time
+	// text is what the model wrote besides code; when the step ends the
+	// turn, the answer entry shows it instead.
+	text     string
+	answered bool
+	calls    []*call
+}
+
+// call is one run of code.
+type call struct {
+	code    string
+	started time.Time
+	out     *agent.ToolOutput
+	// stopped is set when the turn ended before the run did.
+	stopped bool
+	files   []*savedFile
+}
+
+// savedFile is a file the code saved; after the turn it is downloaded,
+// and shown when it is an image.
+type savedFile struct {
+	name  string
+	bytes int64
+	// path and abs are set once it is downloaded; problem when that
+	// failed.
+	path, abs string
+	problem   string
+	pic       *picture
+}
+
+// outputLines is how much of a run's output shows until ctrl+o unfolds it.
+const outputLines = 20
+
+// omitted matches the line the sandbox puts where it cut long output.
+var omitted = regexp.MustCompile(`^\[\.\.\. \d+ bytes omitted \.\.\.\]$`)
+
+func (s *step) render(rc *renderContext) block {
+	t := rc.theme
+	var b block
+	b.add(t.rule.Render(rule(fmt.Sprintf("step %d/%d", s.n, s.max), rc.width)))
+	s.renderThoughts(&b, rc)
+	if s.text != "" && !s.answered {
+		if s.running && len(s.calls) == 0 {
+			// Still streaming: Markdown is drawn once the text is whole,
+			// so the layout does not jump with every token.
+			b.add(wrap(sanitize.Terminal(s.text), rc.width-2)...)
+		} else {
+			b.add(rc.markdown.render(s.text, rc.width)...)
+		}
+	}
+	if s.running && s.reasoning == "" && s.text == "" && len(s.calls) == 0 {
+		b.add(rc.waiting("Waiting for the model", s.started))
+	}
+	for i, c := range s.calls {
+		c.render(&b, rc, s.running && i == len(s.calls)-1)
+	}
+	b.add("")
+	return b
+}
+
+func (s *step) renderThoughts(b *block, rc *renderContext) {
+	if s.reasoning == "" {
+		return
+	}
+	t := rc.theme
+	thinking := s.running && s.thought.IsZero()
+	hint := t.dim.Render("ctrl+t shows")
+	if rc.thoughts {
+		hint = t.dim.Render("ctrl+t hides")
+	}
+	switch {
+	case thinking:
+		b.add(rc.waiting("Thinking", s.started) + " " + hint)
+	case s.thought.IsZero():
+		b.add(t.thinking.Render(fold(rc.thoughts)+" Thought") + " " + hint)
+	default:
+		b.add(t.thinking.Render(fold(rc.thoughts)+" Thought for "+durationText(s.thought.Sub(s.started))) + " " + hint)
+	}
+	text := sanitize.Terminal(strings.TrimSpace(s.reasoning))
+	switch {
+	case rc.thoughts:
+		for _, l := range wrap(text, rc.width-4) {
+			b.add("  " + t.thinking.Render(l))
+		}
+	case thinking:
+		// The end of the last line, as a sign of life.
+		last := text[strings.LastIndex(text, "\n")+1:]
+		if w, room := ansi.StringWidth(last), rc.width-4; w > room {
+			last = "…" + ansi.TruncateLeft(last, w-room+1, "")
+		}
+		b.add("  " + t.thinking.Render(last))
+	}
+}
+
+func fold(open bool) string {
+	if open {
+		return "▾"
+	}
+	return "▸"
+}
+
+func (c *call) render(b *block, rc *renderContext, running bool) {
+	t := rc.theme
+	if c.code != "" {
+		b.add(t.codeLabel.Render("  python"))
+		for _, l := range rc.code.render(c.code, rc.width-4) {
+			b.add(t.gutter.Render("  │ ") + l)
+		}
+	}
+	if c.out == nil {
+		switch {
+		case running:
+			b.add("  " + rc.waiting("Running", c.started))
+		case c.stopped:
+			b.add("  " + t.notice.Render("■ stopped"))
+		}
+		return
+	}
+	o := c.out
+	if o.Error != "" {
+		for i, l := range wrap("✗ could not run: "+sanitize.Terminal(o.Error), rc.width-4) {
+			if i > 0 {
+				l = "  " + l
+			}
+			b.add("  " + t.failed.Render(l))
+		}
+		return
+	}
+	took := " · " + durationText(o.Duration)
+	switch {
+	case o.TimedOut:
+		b.add("  " + t.failed.Render(fmt.Sprintf("✗ timed out · exit %d%s", o.ExitCode, took)))
+	case o.ExitCode != 0:
+		b.add("  " + t.failed.Render(fmt.Sprintf("✗ exit %d%s", o.ExitCode, took)))
+	default:
+		b.add("  " + t.ok.Render("✓ exit 0") + t.dim.Render(took))
+	}
+	renderOutput(b, rc, o.Stdout, t.stdout)
+	renderOutput(b, rc, o.Stderr, t.stderr)
+	if o.Notice != "" {
+		for _, l := range wrap("! "+sanitize.Terminal(o.Notice), rc.width-4) {
+			b.add("  " + t.notice.Render(l))
+		}
+	}
+	for _, f := range c.files {
+		f.render(b, rc)
+	}
+}
+
+// renderOutput draws one stream of a run's output, folded to outputLines
+// unless ctrl+o unfolded it.
+func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
+	text = strings.TrimRight(sanitize.Terminal(text), "\n")
+	if text == "" {
+		return
+	}
+	t := rc.theme
+	var lines []string
+	for _, l := range strings.Split(strings.ReplaceAll(text, "\t", "    "), "\n") {
+		if omitted.MatchString(l) {
+			lines = append(lines, t.notice.Render(l+" (cut by terp; the model saw the same)"))
+			continue
+		}
+		for _, part := range strings.Split(ansi.Hardwrap(l, rc.width-6, true), "\n") {
+			lines = append(lines, st.Render(part))
+		}
+	}
+	more := 0
+	if !rc.output && len(lines) > outputLines {
+		lines, more = lines[:outputLines], len(lines)-outputLines
+	}
+	b.add(indent(lines, "    ")...)
+	if more > 0 {
+		b.add("    " + t.dim.Render(fmt.Sprintf("… %d more lines · ctrl+o shows all", more)))
+	}
+}
+
+func (f *savedFile) render(b *block, rc *renderContext) {
+	t := rc.theme
+	name := sanitize.Terminal(f.name)
+	b.add("  " + t.file.Render("▣ /work/"+name) + t.dim.Render(" · "+sizeText(f.bytes)))
+	if f.problem != "" {
+		for _, l := range wrap("not downloaded: "+sanitize.Terminal(f.problem), rc.width-6) {
+			b.add("    " + t.failed.Render(l))
+		}
+	}
+	if f.pic != nil {
+		b.addImage(f.pic.render(rc.protocol, rc.theme.profile, min(rc.width-4, 100), max(rc.height-10, 6)), 4)
+	}
+	if f.path != "" {
+		b.add("    " + t.dim.Render("↳ ") + fileLink(t.link.Render(sanitize.Terminal(f.path)), f.abs))
+	}
+}
+
+// fileLink makes label an OSC 8 hyperlink to the file at abs, so a click
+// in the terminal opens it. The URL is percent-encoded: a file name from
+// the code cannot end the sequence early.
+func fileLink(label, abs string) string {
+	if abs == "" {
+		return label
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+	return ansi.SetHyperlink(u.String()) + label + ansi.ResetHyperlink()
+}
