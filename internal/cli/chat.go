@@ -134,9 +134,13 @@ func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 		Context:      life,
 		Conversation: conv,
 		New:          func(context.Context) (tui.Conversation, error) { return convs.open() },
-		Renderer:     out,
-		Protocol:     tui.DetectProtocol(cfg.ImageProtocol, f.Getenv),
-		Uploaded:     uploaded,
+		Resume: func(_ context.Context, ref string) (tui.Conversation, error) {
+			return convs.resume(ref)
+		},
+		Conversations: func(context.Context) (string, error) { return convs.list() },
+		Renderer:      out,
+		Protocol:      tui.DetectProtocol(cfg.ImageProtocol, f.Getenv),
+		Uploaded:      uploaded,
 	})
 	_, err = tea.NewProgram(model,
 		tea.WithContext(life),
@@ -180,14 +184,37 @@ type chatConversations struct {
 }
 
 func (c *chatConversations) open() (*chatConversation, error) {
-	var s *session
-	var err error
 	if c.resuming {
 		c.resuming = false
-		s, err = resumeSession(c.life, c.f, c.cfg, c.ref)
-	} else {
-		s, err = openSession(c.life, c.f, c.cfg, "chat")
+		return c.switchTo(resumeSession(c.life, c.f, c.cfg, c.ref))
 	}
+	return c.switchTo(openSession(c.life, c.f, c.cfg, "chat"))
+}
+
+// resume goes on with the stored conversation ref, for /resume.
+func (c *chatConversations) resume(ref string) (*chatConversation, error) {
+	return c.switchTo(resumeSession(c.life, c.f, c.cfg, ref))
+}
+
+// list formats the stored conversations as `terp sessions ls` does.
+func (c *chatConversations) list() (string, error) {
+	st, err := c.f.Store()
+	if err != nil {
+		return "", err
+	}
+	rows, err := sessionRows(st)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := printSessions(&b, rows, time.Now()); err != nil {
+		return "", err
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
+}
+
+// switchTo makes s the chat's conversation and closes the one before.
+func (c *chatConversations) switchTo(s *session, err error) (*chatConversation, error) {
 	if err != nil {
 		return nil, err
 	}

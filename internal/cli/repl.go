@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
@@ -177,6 +178,29 @@ func (r *repl) command(ctx context.Context, line string) error {
 			return err
 		}
 		fmt.Fprintf(msg, "new conversation %s\n", r.sess.ID)
+	case "/resume":
+		if arg == "" {
+			st, err := r.f.Store()
+			if err != nil {
+				return err
+			}
+			rows, err := sessionRows(st)
+			if err != nil {
+				return err
+			}
+			return printSessions(msg, rows, time.Now())
+		}
+		if strings.HasPrefix(r.sess.ID, strings.ToLower(arg)) {
+			fmt.Fprintf(msg, "this is conversation %s already\n", r.sess.ID)
+			return nil
+		}
+		s, err := resumeSession(ctx, r.f, r.cfg, arg)
+		if err != nil {
+			return err
+		}
+		r.sess.Close(ctx)
+		r.sess, r.model = s, r.cfg.Model
+		fmt.Fprintf(msg, "resumed conversation %s after %d questions\n", s.ID, s.Conv.Turns)
 	case "/model":
 		if arg == "" {
 			fmt.Fprintln(msg, "model: "+r.model)
@@ -204,6 +228,7 @@ const replHelp = `Type a question and press Enter; the answer is printed when it
   /files           list /work
   /download NAME   copy /work/NAME to the output directory
   /new             start a new conversation in a new sandbox
+  /resume [ID]     go on with a stored conversation; alone, list them
   /model NAME      switch the model
   /steps N         set the step cap
   /quit            leave (or end the input)

@@ -396,6 +396,16 @@ func (s *session) Close(ctx context.Context) {
 	if s.Runner != nil {
 		_ = s.Runner.Close()
 	}
+	if s.Sandbox != nil && len(s.Conv.Messages) == 0 && len(s.Conv.Inputs) == 0 {
+		// Nothing was said or uploaded (a chat left at once, a question
+		// the server refused): nothing is worth keeping.
+		if err := s.Sandbox.Close(ctx); err != nil {
+			fmt.Fprintln(s.f.IO.ErrOut, "warning: removing the sandbox: "+err.Error())
+		}
+		_ = s.store.Remove(s.ID)
+		s.release()
+		return
+	}
 	if s.Sandbox != nil {
 		id, err := s.Sandbox.Pause(ctx)
 		if err != nil {

@@ -72,21 +72,9 @@ func newCmdSessionsLs(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			entries, err := st.List()
+			rows, err := sessionRows(st)
 			if err != nil {
 				return err
-			}
-			rows := make([]sessionRow, 0, len(entries))
-			for _, e := range entries {
-				r := sessionRow{ID: e.ID}
-				if e.Err != nil {
-					r.Error = e.Err.Error()
-				} else {
-					c := e.Conversation
-					r.Title, r.Model, r.Origin = c.Title, c.Settings.Model, c.Origin
-					r.Turns, r.Steps, r.LastActivity = c.Turns, c.Steps, c.Updated
-				}
-				rows = append(rows, r)
 			}
 			if asJSON {
 				return writeJSON(f.IO.Out, rows)
@@ -96,6 +84,27 @@ func newCmdSessionsLs(f *Factory) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the conversations as a JSON array")
 	return cmd
+}
+
+// sessionRows lists the stored conversations, the most recent first.
+func sessionRows(st *store.Store) ([]sessionRow, error) {
+	entries, err := st.List()
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]sessionRow, 0, len(entries))
+	for _, e := range entries {
+		r := sessionRow{ID: e.ID}
+		if e.Err != nil {
+			r.Error = e.Err.Error()
+		} else {
+			c := e.Conversation
+			r.Title, r.Model, r.Origin = c.Title, c.Settings.Model, c.Origin
+			r.Turns, r.Steps, r.LastActivity = c.Turns, c.Steps, c.Updated
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }
 
 func printSessions(w io.Writer, rows []sessionRow, now time.Time) error {

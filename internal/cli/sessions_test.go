@@ -262,3 +262,28 @@ func answerWithStdout(req llmtest.Request) llmtest.Reply {
 	res, _ := req.ToolResult()
 	return llmtest.Answer(strings.TrimSpace(res.Stdout))
 }
+
+func TestChatResumesAStoredConversation(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("open('/work/first.txt', 'w').write('from ask')")),
+		llmtest.Fixed(llmtest.Answer("wrote it")),
+		func(req llmtest.Request) llmtest.Reply {
+			if len(req.Messages) < 5 {
+				t.Errorf("the resumed chat sent %d messages, want the stored history too", len(req.Messages))
+			}
+			return llmtest.RunPython("print(open('/work/first.txt').read())")
+		},
+		answerWithStdout)
+	env, _ := sharedEnv(t, s)
+	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "write a file"))
+	r := terp(t, env, "/resume\n/resume "+first.ConversationID[:4]+"\nwhat is in it?\n", "chat", "-o", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("chat: exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout+r.stderr, "write a file") || !strings.Contains(r.stderr, "resumed conversation "+first.ConversationID) {
+		t.Errorf("/resume did not list and resume the conversation:\n%s\n%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "from ask") {
+		t.Errorf("the answer does not come from the resumed sandbox:\n%s", r.stdout)
+	}
+}

@@ -26,6 +26,11 @@ type Options struct {
 	// conversation outlives the command that opens it. Closing the old
 	// one is the caller's business.
 	New func(ctx context.Context) (Conversation, error)
+	// Resume opens the stored conversation ref (an id or a unique prefix)
+	// for /resume ID, with Context like New. Conversations lists the stored
+	// conversations as text for /resume alone. Either may be nil.
+	Resume        func(ctx context.Context, ref string) (Conversation, error)
+	Conversations func(ctx context.Context) (string, error)
 	// Renderer is the output's lipgloss renderer: it knows the colour
 	// profile (NO_COLOR) and the background.
 	Renderer *lipgloss.Renderer
@@ -46,6 +51,8 @@ type Model struct {
 	ctx      context.Context
 	conv     Conversation
 	open     func(context.Context) (Conversation, error)
+	resume   func(context.Context, string) (Conversation, error)
+	list     func(context.Context) (string, error)
 	now      func() time.Time
 	clock    time.Time
 	theme    *theme
@@ -98,6 +105,8 @@ func New(opts Options) Model {
 		ctx:        opts.Context,
 		conv:       opts.Conversation,
 		open:       opts.New,
+		resume:     opts.Resume,
+		list:       opts.Conversations,
 		now:        opts.Now,
 		clock:      opts.Now(),
 		theme:      &t,
@@ -159,7 +168,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 				m.transcript.touch(s)
 			}
 		}
-	case uploadedMsg, downloadedMsg, filesMsg, conversationMsg, completionMsg:
+	case uploadedMsg, downloadedMsg, filesMsg, conversationMsg, conversationsMsg, completionMsg:
 		m.jobDone(msg)
 	default:
 		var c tea.Cmd

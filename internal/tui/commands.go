@@ -48,6 +48,13 @@ type (
 	conversationMsg struct {
 		conv Conversation
 		err  error
+		// resumed is set for a stored conversation /resume opened.
+		resumed bool
+	}
+	// conversationsMsg lists the stored conversations for /resume.
+	conversationsMsg struct {
+		text string
+		err  error
 	}
 	// completionMsg answers Tab: the input it was for, and the matches.
 	completionMsg struct {
@@ -252,4 +259,18 @@ func expandHome(p string) string {
 // tick drives the spinners while something runs.
 func tick() tea.Cmd {
 	return tea.Tick(spinner.MiniDot.FPS, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+func resumeConversation(ctx context.Context, resume func(context.Context, string) (Conversation, error), ref string) tea.Cmd {
+	return func() tea.Msg {
+		conv, err := resume(ctx, ref)
+		return conversationMsg{conv: conv, err: err, resumed: true}
+	}
+}
+
+func listConversations(ctx context.Context, list func(context.Context) (string, error)) tea.Cmd {
+	return func() tea.Msg {
+		text, err := list(ctx)
+		return conversationsMsg{text: text, err: err}
+	}
 }

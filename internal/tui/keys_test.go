@@ -175,6 +175,36 @@ func TestNewConversation(t *testing.T) {
 	}
 }
 
+func TestResumeConversation(t *testing.T) {
+	first, stored := newScripted(), newScripted()
+	first.info.ID = "aaaaaaaaaaaa"
+	stored.info = Info{ID: "b1c2d3e4f5a6", Model: "stored-model", Sandbox: "local", MaxSteps: 5, Earlier: 3}
+	m := newTestModel(first, 80, 24, termenv.ANSI256, HalfBlock)
+	var asked string
+	m.resume = func(_ context.Context, ref string) (Conversation, error) { asked = ref; return stored, nil }
+	m.list = func(context.Context) (string, error) { return "ID  TITLE\nb1c2d3e4f5a6  revenue by month", nil }
+
+	m = drive(t, m, askKeys("/resume")...)
+	if view := ansi.Strip(m.View()); !strings.Contains(view, "b1c2d3e4f5a6  revenue by month") || !strings.Contains(view, "/resume ID") {
+		t.Errorf("/resume alone did not list the conversations:\n%s", view)
+	}
+	m = drive(t, m, askKeys("/resume aaaa")...)
+	if m.conv != first || !strings.Contains(statusLine(m), "already") {
+		t.Errorf("/resume of the current conversation: status %q", statusLine(m))
+	}
+	m = drive(t, m, askKeys("/resume b1c2")...)
+	if m.conv != stored || asked != "b1c2" {
+		t.Fatalf("/resume b1c2 did not switch (asked %q)", asked)
+	}
+	bar := ansi.Strip(m.status.bar(m.theme, 80))
+	if !strings.Contains(bar, "b1c2d3e4f5a6") || !strings.Contains(bar, "stored-model") {
+		t.Errorf("status bar = %q, want the resumed conversation with its own model", bar)
+	}
+	if view := ansi.Strip(m.View()); !strings.Contains(view, "Resumed conversation b1c2d3e4f5a6 after 3 questions") {
+		t.Errorf("no note about the resumed conversation:\n%s", view)
+	}
+}
+
 func TestTabCompletes(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"sales.csv", "sales-2024.csv", "notes.txt", ".hidden"} {

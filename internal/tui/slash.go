@@ -18,6 +18,7 @@ var commands = []struct{ name, args, help string }{
 	{"/files", "", "list the files in /work"},
 	{"/download", "NAME", "copy /work/NAME to the output directory"},
 	{"/new", "", "start a new conversation in a new sandbox"},
+	{"/resume", "[ID]", "go on with a stored conversation; alone, list them"},
 	{"/model", "NAME", "switch the model for the next questions"},
 	{"/steps", "N", "set the step cap for the next questions"},
 	{"/help", "", "show this help"},
@@ -126,6 +127,23 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		// The conversation outlives this command, so it gets the chat's
 		// context rather than the job's.
 		return m.begin("a new conversation", func(context.Context) tea.Cmd { return openConversation(m.ctx, m.open) })
+	case "/resume":
+		if !idle() {
+			return m, nil
+		}
+		if m.resume == nil || m.list == nil {
+			m.status.say("This chat cannot resume stored conversations.", true)
+			return m, nil
+		}
+		if arg == "" {
+			return m.begin("listing conversations", func(ctx context.Context) tea.Cmd { return listConversations(ctx, m.list) })
+		}
+		if strings.HasPrefix(m.status.info.ID, strings.ToLower(arg)) {
+			m.input.take()
+			m.status.say("This is conversation "+m.status.info.ID+" already.", true)
+			return m, nil
+		}
+		return m.begin("resuming "+arg, func(context.Context) tea.Cmd { return resumeConversation(m.ctx, m.resume, arg) })
 	}
 	m.status.say(fmt.Sprintf("Unknown command %s: /help lists the commands.", name), true)
 	return m, nil
@@ -176,10 +194,30 @@ func (m *Model) jobDone(msg tea.Msg) {
 		}
 		m.transcript.add(&note{text: filesText(msg)})
 		m.status.clear()
+	case conversationsMsg:
+		if msg.err != nil {
+			m.status.say(firstLine(msg.err.Error()), true)
+			return
+		}
+		m.transcript.add(&note{text: sanitize.Terminal(msg.text) + "\n/resume ID goes on with one (any unique prefix of the id)."})
+		m.status.clear()
 	case conversationMsg:
+		if msg.err != nil && msg.resumed {
+			m.status.say("Not resumed: "+firstLine(msg.err.Error()), true)
+			return
+		}
 		if msg.err != nil {
 			m.status.say("No new conversation: "+firstLine(msg.err.Error()), true)
 			return
+		}
+		if msg.resumed {
+			// A resumed conversation keeps its own model and step cap.
+			m.conv = msg.conv
+			info := m.conv.Info()
+			m.status = status{info: info, maxSteps: info.MaxSteps}
+			m.transcript.add(&note{text: fmt.Sprintf("── Resumed conversation %s after %d questions: the model remembers them, and /work is as it was.", info.ID, info.Earlier)})
+			m.status.say("Resumed conversation "+info.ID+".", false)
+			break
 		}
 		// The model and step cap the user chose hold for the new
 		// conversation.
