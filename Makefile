@@ -6,11 +6,13 @@ BIN     := bin/terp
 PREFIX  ?= $(HOME)/.local
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
-# What the local sandbox needs from Debian/Ubuntu.
-DEBS    := bubblewrap python3 python3-numpy python3-pandas python3-matplotlib
+# What the local sandbox needs from Debian/Ubuntu, and what the tests need
+# besides (tmux drives the terminal UI test).
+DEBS      := bubblewrap python3 python3-numpy python3-pandas python3-matplotlib
+TEST_DEBS := $(DEBS) tmux
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-.PHONY: build test lint fmt bench install deps example clean
+.PHONY: build test lint fmt bench install deps test-deps apt-install example clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
@@ -19,11 +21,18 @@ install:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/terp ./cmd/terp
 	@echo "installed $(PREFIX)/bin/terp"
 
-# deps installs the sandbox's packages that are missing (apt-get; sudo when not root).
+# deps installs the sandbox's packages that are missing (apt-get; sudo when
+# not root); test-deps the tests' too.
 deps:
-	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt-install PKGS="$(DEBS)"
+
+test-deps:
+	@$(MAKE) --no-print-directory apt-install PKGS="$(TEST_DEBS)"
+
+apt-install:
+	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
-	if ! command -v apt-get >/dev/null; then echo "please install:$$missing (bubblewrap, python3 with numpy, pandas, matplotlib)"; exit 1; fi; \
+	if ! command -v apt-get >/dev/null; then echo "please install:$$missing"; exit 1; fi; \
 	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 	echo "installing:$$missing"; \
 	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing
@@ -33,7 +42,7 @@ deps:
 example: deps build
 	$(BIN) ask -f examples/sales.csv "$$(cat examples/question.txt)"
 
-test:
+test: test-deps
 	$(GO) test -race ./...
 
 # lint runs gofmt, go vet and golangci-lint (.golangci.yml), the latter built
