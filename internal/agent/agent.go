@@ -128,6 +128,13 @@ func (a *Agent) Restore(ctx context.Context, history []llm.Message, usage llm.Us
 	return a.snapshot(ctx, nil)
 }
 
+// Rebind moves the conversation to another sandbox and runner, as when a
+// paused sandbox was resumed or replaced, and looks at /work anew.
+func (a *Agent) Rebind(ctx context.Context, sbx sandbox.Sandbox, runner kernel.Runner) error {
+	a.sbx, a.runner = sbx, runner
+	return a.snapshot(ctx, nil)
+}
+
 // Note queues text the model must read with the next question, such as
 // that its variables were reset while the conversation was paused.
 func (a *Agent) Note(text string) { a.notes = append(a.notes, text) }

@@ -180,7 +180,7 @@ func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question 
 			return sess.ID, res, nil, err
 		}
 	}
-	res, err = runTurn(ctx, opts.f, sess.Agent, question, !opts.json && opts.f.IO.StderrTTY)
+	res, err = runTurn(ctx, opts.f, sess, question, !opts.json && opts.f.IO.StderrTTY)
 	files, dlErr := sess.Download(ctx, res.Files)
 	if err == nil {
 		err = dlErr
@@ -188,10 +188,15 @@ func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question 
 	return sess.ID, res, files, err
 }
 
+// asker runs a turn: a session, or an agent alone.
+type asker interface {
+	Ask(ctx context.Context, question string, send func(agent.Event)) (agent.Result, error)
+}
+
 // runTurn runs the loop, showing progress on stderr when show is set. Events
 // are consumed on their own goroutine, so a slow terminal never holds up the
 // loop (text deltas are dropped first).
-func runTurn(ctx context.Context, f *Factory, a *agent.Agent, question string, show bool) (agent.Result, error) {
+func runTurn(ctx context.Context, f *Factory, a asker, question string, show bool) (agent.Result, error) {
 	events := agent.NewEvents(256)
 	done := make(chan struct{})
 	p := &progress{w: f.IO.ErrOut, styles: newStyles(lipgloss.NewRenderer(f.IO.ErrOut))}

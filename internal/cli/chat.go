@@ -20,7 +20,6 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
 	"github.com/terpdev/terp/internal/tui"
@@ -71,7 +70,7 @@ Type /help in the chat for its commands and keys.`,
 	fl.StringArrayVarP(&opts.files, "file", "f", nil, "upload `PATH` to /work/<basename> before the first question (repeatable)")
 	fl.StringVar(&opts.resume, "resume", "", "go on with the stored conversation `ID` (any unique prefix; see terp sessions ls)")
 	fl.BoolVarP(&opts.cont, "continue", "c", false, "go on with the latest conversation")
-	addConfigFlags(fl, slices.Concat(runFlags, []string{"image-protocol"})...)
+	addConfigFlags(fl, slices.Concat(runFlags, []string{"image-protocol", "idle-pause"})...)
 	return cmd
 }
 
@@ -270,7 +269,7 @@ func (c *chatConversation) SetMaxSteps(n int) {
 func (c *chatConversation) Ask(ctx context.Context, question string, send func(agent.Event)) (tui.Turn, error) {
 	c.running.Add(1)
 	defer c.running.Done()
-	res, err := c.s.Agent.Ask(ctx, question, send)
+	res, err := c.s.Ask(ctx, question, send)
 	turn := tui.Turn{Result: res}
 	files, dlErr := c.s.Download(ctx, res.Files)
 	for _, fl := range files {
@@ -296,16 +295,16 @@ func (c *chatConversation) Upload(ctx context.Context, p string) (string, error)
 }
 
 func (c *chatConversation) Download(ctx context.Context, name string) (tui.File, error) {
-	p, n, err := agent.Download(ctx, c.s.Sandbox, name, c.s.OutDir(), c.cfg.MaxDownloadSize)
-	if err != nil {
+	files, err := c.s.Download(ctx, []sandbox.FileInfo{{Path: name}})
+	if len(files) == 0 {
 		return tui.File{}, err
 	}
-	return tui.File{Name: name, Path: p, Bytes: n}, nil
+	return tui.File{Name: name, Path: files[0].Path, Bytes: files[0].Bytes}, nil
 }
 
 // Files lists /work without terp's own files.
 func (c *chatConversation) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
-	return workFiles(ctx, c.s.Sandbox)
+	return c.s.Files(ctx)
 }
 
 // close waits a little for a cancelled turn to finish, then removes the
@@ -318,23 +317,6 @@ func (c *chatConversation) close() {
 	case <-time.After(15 * time.Second):
 	}
 	c.s.Close(context.Background())
-}
-
-// workFiles lists /work as the user knows it: files only, without terp's
-// own directory.
-func workFiles(ctx context.Context, sbx sandbox.Sandbox) ([]sandbox.FileInfo, error) {
-	all, err := sbx.List(ctx, sandbox.WorkDir)
-	if err != nil {
-		return nil, err
-	}
-	var files []sandbox.FileInfo
-	for _, fi := range all {
-		if fi.Mode.IsDir() || fi.Path == kernel.InternalDir || strings.HasPrefix(fi.Path, kernel.InternalDir+"/") {
-			continue
-		}
-		files = append(files, fi)
-	}
-	return files, nil
 }
 
 // lineBuffer collects what would have been written to stderr, line by

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
 )
 
@@ -111,7 +111,7 @@ func (r *repl) renew(ctx context.Context) error {
 
 // ask runs one question and prints its answer and files on stdout.
 func (r *repl) ask(ctx context.Context, question string) error {
-	res, err := runTurn(ctx, r.f, r.sess.Agent, question, r.f.IO.StderrTTY)
+	res, err := runTurn(ctx, r.f, r.sess, question, r.f.IO.StderrTTY)
 	files, dlErr := r.sess.Download(ctx, res.Files)
 	if err == nil {
 		err = dlErr
@@ -156,7 +156,7 @@ func (r *repl) command(ctx context.Context, line string) error {
 		}
 		fmt.Fprintf(msg, "uploaded %s\n", arg)
 	case "/files", "/ls":
-		files, err := workFiles(ctx, r.sess.Sandbox)
+		files, err := r.sess.Files(ctx)
 		if err != nil {
 			return err
 		}
@@ -168,11 +168,11 @@ func (r *repl) command(ctx context.Context, line string) error {
 			return err
 		}
 		name := strings.TrimPrefix(arg, "/work/")
-		p, _, err := agent.Download(ctx, r.sess.Sandbox, name, r.sess.OutDir(), r.cfg.MaxDownloadSize)
-		if err != nil {
+		files, err := r.sess.Download(ctx, []sandbox.FileInfo{{Path: name}})
+		if len(files) == 0 {
 			return err
 		}
-		fmt.Fprintln(out, p)
+		fmt.Fprintln(out, files[0].Path)
 	case "/new":
 		if err := r.renew(ctx); err != nil {
 			return err

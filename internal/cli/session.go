@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/terpdev/terp/internal/agent"
@@ -37,6 +38,14 @@ type session struct {
 	store   *store.Store
 	lock    *store.Lock
 	backend sandbox.Backend
+
+	// mu guards the sandbox's state between turns against the idle timer.
+	mu         sync.Mutex
+	busy       int         // turns and file jobs running
+	paused     bool        // the sandbox is paused; the next turn wakes it
+	closed     bool        // Close has run
+	idle       *time.Timer // pauses the sandbox after idle_pause
+	awakeSince time.Time   // when the sandbox was created or last resumed
 }
 
 // openSession starts a new conversation for the command origin (ask, chat
@@ -64,10 +73,12 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 		_ = st.Remove(id)
 		return nil, err
 	}
-	if err := s.start(ctx, nil); err != nil {
+	if s.Runner, err = newRunner(ctx, s.Sandbox, cfg); err != nil {
 		s.Close(ctx)
 		return nil, err
 	}
+	s.Agent = s.newAgent()
+	s.awakeSince = time.Now()
 	return s, nil
 }
 
@@ -106,42 +117,141 @@ func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref stri
 		return nil, err
 	}
 	s := &session{ID: id, Conv: conv, f: f, cfg: cfg, store: st, lock: lock, backend: backend}
+	if err := s.wake(ctx); err != nil {
+		if s.Sandbox != nil {
+			s.Close(ctx)
+		} else {
+			s.release()
+		}
+		return nil, err
+	}
+	return s, nil
+}
 
-	var notes []string
+// wake brings a paused conversation back: its sandbox resumed, or replaced
+// with the original uploads when it expired or vanished, and a fresh runner;
+// the model is told what it lost. It serves resuming a stored conversation,
+// and a chat whose sandbox was paused while the user was away.
+func (s *session) wake(ctx context.Context) error {
+	var note string
 	resumed := false
-	if conv.Sandbox.SessionID != "" && conv.Sandbox.Backend == cfg.Sandbox {
-		sbx, err := backend.Resume(ctx, sandbox.SessionID(conv.Sandbox.SessionID))
+	if id := s.Conv.Sandbox.SessionID; id != "" && s.Conv.Sandbox.Backend == s.cfg.Sandbox {
+		sbx, err := s.backend.Resume(ctx, sandbox.SessionID(id))
 		switch {
 		case err == nil:
 			s.Sandbox, resumed = sbx, true
 		case !errors.Is(err, sandbox.ErrExpired):
-			s.release()
-			return nil, fmt.Errorf("resume the sandbox of conversation %s: %w", id, err)
+			return fmt.Errorf("resume the sandbox of conversation %s: %w", s.ID, err)
 		}
 	}
 	if !resumed {
 		if err := s.create(ctx); err != nil {
-			s.release()
-			return nil, err
+			return err
 		}
 		if err := s.uploadInputs(ctx); err != nil {
-			s.Close(ctx)
-			return nil, err
+			return err
 		}
-		notes = append(notes, s.replacedNote())
-	} else if kernel.Mode(cfg.ExecMode) == kernel.ModeKernel && conv.Turns > 0 {
+		note = s.replacedNote()
+	} else if kernel.Mode(s.cfg.ExecMode) == kernel.ModeKernel && s.Conv.Turns > 0 {
 		// The local backend keeps files, not memory, across a pause.
-		notes = append(notes, "The Python session was restarted since the last question: "+
-			"variables and imports from earlier steps are gone, files in /work were kept.")
+		note = "The Python session was restarted since the last question: " +
+			"variables and imports from earlier steps are gone, files in /work were kept."
 	}
-	if err := s.start(ctx, conv); err != nil {
-		s.Close(ctx)
-		return nil, err
+	var err error
+	if s.Runner, err = newRunner(ctx, s.Sandbox, s.cfg); err != nil {
+		return err
 	}
-	for _, n := range notes {
-		s.Agent.Note(n)
+	if s.Agent == nil {
+		s.Agent = s.newAgent()
+		err = s.Agent.Restore(ctx, s.Conv.Messages, s.Conv.Usage, s.Conv.Steps)
+	} else {
+		err = s.Agent.Rebind(ctx, s.Sandbox, s.Runner)
 	}
-	return s, s.save()
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		s.Agent.Note(note)
+	}
+	s.paused = false
+	s.awakeSince = time.Now()
+	return s.save()
+}
+
+// suspend pauses the sandbox while the conversation stays open, as a chat
+// does when its user has been away for idle_pause: a paused sandbox costs
+// only disk. The next turn wakes it.
+func (s *session) suspend(ctx context.Context) error {
+	if s.paused || s.Sandbox == nil {
+		return nil
+	}
+	_ = s.Runner.Close()
+	id, err := s.Sandbox.Pause(ctx)
+	if err != nil {
+		return fmt.Errorf("pause the sandbox: %w", err)
+	}
+	s.Conv.Sandbox.SessionID = string(id)
+	s.paused = true
+	return s.save()
+}
+
+// Ask runs one turn. A sandbox paused while the user was away is woken
+// first, and one that has lived its sandbox_timeout is renewed (paused and
+// resumed, which restarts its lifetime); after the turn, the idle pause is
+// armed again.
+func (s *session) Ask(ctx context.Context, question string, send func(agent.Event)) (agent.Result, error) {
+	if err := s.begin(ctx); err != nil {
+		return agent.Result{StopReason: agent.Errored}, err
+	}
+	defer s.end()
+	return s.Agent.Ask(ctx, question, send)
+}
+
+// begin readies the sandbox for work and holds off the idle pause until end.
+func (s *session) begin(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy++
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	if !s.paused && s.cfg.SandboxTimeout > 0 && time.Since(s.awakeSince) > s.cfg.SandboxTimeout {
+		if err := s.suspend(ctx); err != nil {
+			return err
+		}
+	}
+	if s.paused {
+		return s.wake(ctx)
+	}
+	return nil
+}
+
+// end arms the idle pause once nothing runs.
+func (s *session) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy--
+	if s.busy > 0 || s.cfg.IdlePause <= 0 || s.closed {
+		return
+	}
+	if s.idle == nil {
+		s.idle = time.AfterFunc(s.cfg.IdlePause, s.idleTimeout)
+		return
+	}
+	s.idle.Reset(s.cfg.IdlePause)
+}
+
+func (s *session) idleTimeout() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy > 0 || s.closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.suspend(ctx); err != nil {
+		fmt.Fprintln(s.f.IO.ErrOut, "warning: "+err.Error())
+	}
 }
 
 // keepStored applies a stored conversation's model and endpoint, unless the
@@ -179,23 +289,15 @@ func (s *session) create(ctx context.Context) error {
 	return s.save()
 }
 
-// start starts the runner and the agent, restoring conv's history if set.
-func (s *session) start(ctx context.Context, conv *store.Conversation) error {
-	var err error
-	if s.Runner, err = newRunner(ctx, s.Sandbox, s.cfg); err != nil {
-		return err
-	}
-	s.Agent = agent.New(s.f.NewModel(s.cfg), s.Sandbox, s.Runner, agent.Config{
+// newAgent makes the conversation's agent, which saves after every step.
+func (s *session) newAgent() *agent.Agent {
+	return agent.New(s.f.NewModel(s.cfg), s.Sandbox, s.Runner, agent.Config{
 		Model:      s.cfg.Model,
 		MaxSteps:   s.cfg.MaxSteps,
 		Timeout:    s.cfg.Timeout,
 		ExecMode:   kernel.Mode(s.cfg.ExecMode),
 		Checkpoint: s.checkpoint,
 	})
-	if conv == nil {
-		return nil
-	}
-	return s.Agent.Restore(ctx, conv.Messages, conv.Usage, conv.Steps)
 }
 
 // checkpoint saves the conversation after a completed step.
@@ -267,6 +369,10 @@ func newRunner(ctx context.Context, sbx sandbox.Sandbox, cfg *config.Config) (ke
 // Upload copies the host file at path to /work/<basename>, and keeps a copy
 // with the conversation so it can be uploaded again if the sandbox is lost.
 func (s *session) Upload(ctx context.Context, path string) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
 	name := filepath.Base(path)
 	kept := filepath.Join(s.store.InputsDir(s.ID), name)
 	n, err := copyFile(path, kept)
@@ -359,6 +465,10 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 	}
 	// Downloads happen even after Ctrl+C: the files are the user's results.
 	ctx = context.WithoutCancel(ctx)
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
 	dir := s.OutDir()
 	var out []savedFile
 	var errs []error
@@ -386,6 +496,26 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 	return out, nil
 }
 
+// Files lists /work as the user knows it: files only, without terp's own
+// directory.
+func (s *session) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	all, err := s.Sandbox.List(ctx, sandbox.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	files := all[:0]
+	for _, f := range all {
+		if f.Path != kernel.InternalDir && !strings.HasPrefix(f.Path, kernel.InternalDir+"/") {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
 // Close stops the runner, pauses the sandbox so that a later command can
 // resume the conversation, saves the record and lets the conversation go.
 // The caller's context may be cancelled by now (Ctrl+C); this must still
@@ -393,6 +523,12 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 func (s *session) Close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	if s.Runner != nil {
 		_ = s.Runner.Close()
 	}
@@ -406,7 +542,7 @@ func (s *session) Close(ctx context.Context) {
 		s.release()
 		return
 	}
-	if s.Sandbox != nil {
+	if s.Sandbox != nil && !s.paused {
 		id, err := s.Sandbox.Pause(ctx)
 		if err != nil {
 			fmt.Fprintln(s.f.IO.ErrOut, "warning: pausing the sandbox: "+err.Error())

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,5 +287,57 @@ func TestChatResumesAStoredConversation(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "from ask") {
 		t.Errorf("the answer does not come from the resumed sandbox:\n%s", r.stdout)
+	}
+}
+
+// slowLines feeds a REPL one line at a time, waiting before each after the
+// first, as a person who comes back to the chat later.
+type slowLines struct {
+	lines []string
+	wait  time.Duration
+	n     int
+}
+
+func (s *slowLines) Read(p []byte) (int, error) {
+	if len(s.lines) == 0 {
+		return 0, io.EOF
+	}
+	if s.n > 0 {
+		time.Sleep(s.wait)
+	}
+	s.n++
+	line := s.lines[0] + "\n"
+	s.lines = s.lines[1:]
+	return copy(p, line), nil
+}
+
+// TestChatPausesWhileTheUserIsAway covers both reasons a chat's sandbox is
+// paused between questions: idle_pause, and sandbox_timeout, which a long
+// chat outlives; either way the next question resumes it and the model is
+// told its variables are gone and its files kept.
+func TestChatPausesWhileTheUserIsAway(t *testing.T) {
+	for _, flags := range [][]string{{"--idle-pause", "200ms"}, {"--sandbox-timeout", "300ms"}} {
+		t.Run(flags[0], func(t *testing.T) {
+			s := llmtest.New(t,
+				llmtest.Fixed(llmtest.RunPython("x = 1\nopen('/work/kept.txt', 'w').write('kept')")),
+				llmtest.Fixed(llmtest.Answer("set")),
+				func(req llmtest.Request) llmtest.Reply {
+					last := req.Messages[len(req.Messages)-1].Content
+					if !strings.Contains(last, "The Python session was restarted") {
+						t.Errorf("the model was not told its session restarted: %q", last)
+					}
+					return llmtest.RunPython("print(open('/work/kept.txt').read(), 'x' in globals())")
+				},
+				answerWithStdout)
+			env, _ := sharedEnv(t, s)
+			var out, errOut bytes.Buffer
+			f := NewFactory()
+			f.IO = IOStreams{In: &slowLines{lines: []string{"set x", "and now?"}, wait: time.Second}, Out: &out, ErrOut: &errOut}
+			f.Getenv = func(k string) string { return env[k] }
+			code := Run(context.Background(), f, append([]string{"chat", "-o", t.TempDir()}, flags...))
+			if code != 0 || !strings.Contains(out.String(), "kept False") {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errOut.String())
+			}
+		})
 	}
 }

@@ -36,6 +36,7 @@ type Config struct {
 	MaxSteps        int           // Most model turns per question, at least 1.
 	Timeout         time.Duration // Per run of code.
 	SandboxTimeout  time.Duration // Per sandbox, across a conversation.
+	IdlePause       time.Duration // Pause an idle chat's sandbox after this long.
 	Stream          bool          // Stream the model's text as it arrives.
 	MaxStdout       int           // Characters of stdout the model sees.
 	MaxStderr       int           // Characters of stderr the model sees.
