@@ -18,6 +18,7 @@ import (
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/tui"
 )
 
 // askOptions holds everything `terp ask` needs, parsed from its flags.
@@ -96,6 +97,22 @@ func readQuestion(opts *askOptions) (string, error) {
 	return strings.TrimSpace(q), nil
 }
 
+// checkRun does what every command that runs the loop checks before it
+// starts anything: the uploads, the conversation flags, the configuration's
+// warnings.
+func checkRun(f *Factory, cfg *config.Config, files []string, cont bool, resume string) error {
+	if err := checkUploads(files); err != nil {
+		return err
+	}
+	if cont && resume != "" {
+		return usagef("--continue and --resume both name a conversation; give one")
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+	}
+	return nil
+}
+
 // checkUploads makes sure every file can be read before any model call, so a
 // typo costs nothing, and that no two land on the same name in /work.
 func checkUploads(paths []string) error {
@@ -141,14 +158,8 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkUploads(opts.files); err != nil {
+	if err := checkRun(f, cfg, opts.files, opts.cont, opts.resume); err != nil {
 		return err
-	}
-	if opts.cont && opts.resume != "" {
-		return usagef("--continue and --resume both name a conversation; give one")
-	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
 	}
 
 	id, res, files, err := answer(ctx, opts, cfg, question)
@@ -264,7 +275,7 @@ func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr 
 	if len(files) > 0 {
 		fmt.Fprintln(w, "\nFiles:")
 		for _, fl := range files {
-			fmt.Fprintf(w, "  %s (%s)\n", sanitize.Terminal(fl.Path), humanBytes(fl.Bytes))
+			fmt.Fprintf(w, "  %s (%s)\n", sanitize.Terminal(fl.Path), tui.SizeText(fl.Bytes))
 		}
 	}
 	return outcome(res, runErr)

@@ -80,14 +80,8 @@ func runChat(ctx context.Context, opts *chatOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkUploads(opts.files); err != nil {
+	if err := checkRun(f, cfg, opts.files, opts.cont, opts.resume); err != nil {
 		return err
-	}
-	if opts.cont && opts.resume != "" {
-		return usagef("--continue and --resume both name a conversation; give one")
-	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
 	}
 	if !f.IO.StdinTTY || !f.IO.StdoutTTY {
 		return runREPL(ctx, opts, cfg)

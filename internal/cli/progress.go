@@ -9,6 +9,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/tui"
 )
 
 // progress prints the loop's events for a person watching a terminal: the
@@ -61,7 +62,7 @@ func (p *progress) handle(e agent.Event) {
 	case agent.ToolOutput:
 		p.output(e)
 	case agent.FileSaved:
-		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", sanitize.Terminal(e.Path), humanBytes(e.Bytes))))
+		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", sanitize.Terminal(e.Path), tui.SizeText(e.Bytes))))
 	case agent.Failed:
 		fmt.Fprintln(p.w, s.err.Render("  error: "+sanitize.Terminal(e.Err.Error())))
 	}
@@ -148,15 +149,3 @@ func indent(s, prefix string) string {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/tui"
 )
 
 // repl is `terp chat` without a terminal: one question per line on stdin,
@@ -161,7 +162,7 @@ func (r *repl) command(ctx context.Context, line string) error {
 			return err
 		}
 		for _, fi := range files {
-			fmt.Fprintf(out, "%s\t%s\n", sanitize.Terminal(fi.Path), humanBytes(fi.Size))
+			fmt.Fprintf(out, "%s\t%s\n", sanitize.Terminal(fi.Path), tui.SizeText(fi.Size))
 		}
 	case "/download":
 		if err := need("a NAME"); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
 	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/tui"
 )
 
 // session is one conversation as a command runs it: its stored record, its
@@ -475,7 +476,7 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 	for _, fi := range files {
 		if fi.Size > s.cfg.MaxDownloadSize {
 			fmt.Fprintf(s.f.IO.ErrOut, "warning: skipped /work/%s: %s is over max_download_size (%s)\n",
-				sanitize.Terminal(fi.Path), humanBytes(fi.Size), humanBytes(s.cfg.MaxDownloadSize))
+				sanitize.Terminal(fi.Path), tui.SizeText(fi.Size), tui.SizeText(s.cfg.MaxDownloadSize))
 			continue
 		}
 		p, n, err := agent.Download(ctx, s.Sandbox, fi.Path, dir, s.cfg.MaxDownloadSize)

@@ -244,7 +244,7 @@ func filesText(msg filesMsg) string {
 		if f.Mode.IsDir() {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("  %-32s %10s", sanitize.Terminal(f.Path), sizeText(f.Size)))
+		rows = append(rows, fmt.Sprintf("  %-32s %10s", sanitize.Terminal(f.Path), SizeText(f.Size)))
 	}
 	if len(rows) == 0 {
 		return "/work is empty. /upload PATH copies a file there."

@@ -203,7 +203,7 @@ func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
 func (f *savedFile) render(b *block, rc *renderContext) {
 	t := rc.theme
 	name := sanitize.Terminal(f.name)
-	b.add("  " + t.file.Render("▣ /work/"+name) + t.dim.Render(" · "+sizeText(f.bytes)))
+	b.add("  " + t.file.Render("▣ /work/"+name) + t.dim.Render(" · "+SizeText(f.bytes)))
 	if f.problem != "" {
 		for _, l := range wrap("not downloaded: "+sanitize.Terminal(f.problem), rc.width-6) {
 			b.add("    " + t.failed.Render(l))

@@ -35,8 +35,8 @@ func padRight(s string, width int) string {
 	return s
 }
 
-// sizeText says how big a file is, the way people read it.
-func sizeText(n int64) string {
+// SizeText says how big a file is, the way people read it.
+func SizeText(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
