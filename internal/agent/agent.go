@@ -36,6 +36,21 @@ type Config struct {
 	// conversation so far, so that it can be saved: a terp killed mid-step
 	// then loses at most that step. An error from it ends the turn.
 	Checkpoint func(Checkpoint) error
+
+	// Dialect is how tool calls travel (see llm.Dialect); "" means auto,
+	// which falls back to text when the server refuses tools.
+	Dialect llm.Dialect
+	// ContextWindow is the model's context in tokens as the user gave it;
+	// 0 means ask the server, else use ProfileWindow (see context.go).
+	ContextWindow int
+	// ProfileWindow is what a built-in model profile expects; 0 if none.
+	ProfileWindow int
+	// SendReasoning keeps the model's reasoning in the history and sends it
+	// back, for models that need it between tool calls (gpt-oss).
+	SendReasoning bool
+	// MaxTokens and MaxTime cap one turn (0: no cap); see budget.go.
+	MaxTokens int
+	MaxTime   time.Duration
 }
 
 // Checkpoint is the state of a conversation after a completed step.
@@ -57,6 +72,10 @@ const (
 	MaxSteps  StopReason = "max_steps"
 	Errored   StopReason = "error"
 	Cancelled StopReason = "cancelled"
+	// TokenBudget and TimeBudget end a turn that reached Config.MaxTokens
+	// or Config.MaxTime without an answer.
+	TokenBudget StopReason = "token_budget"
+	TimeBudget  StopReason = "time_budget"
 )
 
 // Result is the outcome of one turn.
@@ -69,6 +88,9 @@ type Result struct {
 	// in the order they first appeared.
 	Files []sandbox.FileInfo
 	Usage llm.Usage
+	// Notices are the turn's Notice texts: what the user should know that
+	// did not end it.
+	Notices []string
 }
 
 // Agent holds one conversation: its history, its sandbox and what it knows of
@@ -89,6 +111,18 @@ type Agent struct {
 	// usage and steps count the whole conversation.
 	usage llm.Usage
 	steps int
+	// dialect is how tool calls travel now; calledTool is set once the
+	// model has called the tool other than with a fenced code block.
+	dialect    llm.Dialect
+	calledTool bool
+	// window is what is known of the model's context (context.go);
+	// turnStart is the index of the current question in history; sent is
+	// the estimate of the last request, in tokens.
+	window    window
+	turnStart int
+	sent      int
+	// notices are this turn's Notice texts, for Result.
+	notices []string
 }
 
 type stamp struct {
@@ -105,7 +139,11 @@ func New(model Completer, sbx sandbox.Sandbox, runner kernel.Runner, cfg Config)
 	if cfg.ExecMode == "" {
 		cfg.ExecMode = kernel.ModeScript
 	}
-	return &Agent{model: model, sbx: sbx, runner: runner, cfg: cfg, stamps: map[string]stamp{}}
+	if cfg.Dialect == "" {
+		cfg.Dialect = llm.DialectAuto
+	}
+	return &Agent{model: model, sbx: sbx, runner: runner, cfg: cfg, stamps: map[string]stamp{},
+		dialect: cfg.Dialect, window: newWindow(cfg)}
 }
 
 // SetModel switches the model for the following turns; the history is kept.
@@ -125,6 +163,7 @@ func (a *Agent) SetMaxSteps(n int) {
 func (a *Agent) Restore(ctx context.Context, history []llm.Message, usage llm.Usage, steps int) error {
 	a.history = append([]llm.Message(nil), history...)
 	a.usage, a.steps = usage, steps
+	a.calledTool = calledTool(a.history)
 	return a.snapshot(ctx, nil)
 }
 
@@ -170,7 +209,9 @@ func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Res
 	if send == nil {
 		send = func(Event) {}
 	}
+	a.notices = nil
 	res, err := a.turn(ctx, question, send)
+	res.Notices = a.notices
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -193,7 +234,10 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(visible(files))})
 		a.uploaded = nil
 	}
+	a.turnStart = len(a.history)
 	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
+	ctx, b := a.startBudget(ctx)
+	defer b.stop()
 
 	onDelta := func(d llm.Delta) {
 		if d.Kind == llm.DeltaReasoning {
@@ -204,12 +248,19 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 	}
 	nudged := false
 	for step := 1; step <= a.cfg.MaxSteps; step++ {
+		if reason := b.exceeded(); reason != "" {
+			return a.stopOverBudget(res, reason, b, send)
+		}
 		res.Steps = step
 		send(StepStarted{Step: step, MaxSteps: a.cfg.MaxSteps})
-		reply, err := a.model.Complete(ctx, llm.Request{Model: a.cfg.Model, Messages: a.history, Tools: tools(a.cfg.ExecMode)}, onDelta)
+		reply, err := a.complete(ctx, onDelta, send)
 		if err != nil {
+			if b.timeUp() {
+				return a.stopOverBudget(res, TimeBudget, b, send)
+			}
 			return res, err
 		}
+		b.count(reply, a.sent)
 		res.Usage = res.Usage.Add(reply.Usage)
 		a.usage = a.usage.Add(reply.Usage)
 		a.steps++
@@ -222,9 +273,10 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: emptyReplyNudge})
 			continue
 		}
-		// Reasoning is never sent back: the assistant message carries only
-		// the answer text and the calls.
-		a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
+		// Reasoning is not sent back (unless the model needs it): the
+		// assistant message carries the answer text and the calls, and how
+		// the model wrote calls it wrote as text.
+		a.history = append(a.history, a.assistantMessage(reply))
 		if len(reply.ToolCalls) == 0 {
 			res.Answer = strings.TrimSpace(reply.Content)
 			res.StopReason = Answered
@@ -239,6 +291,9 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 				for _, c := range reply.ToolCalls[i:] {
 					a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID,
 						Content: mustJSON(toolError{Error: "not run to the end: " + err.Error()})})
+				}
+				if b.timeUp() {
+					return a.stopOverBudget(res, TimeBudget, b, send)
 				}
 				return res, err
 			}

@@ -67,6 +67,11 @@ type Answer struct{ Text string }
 // Failed reports an error that ended the turn.
 type Failed struct{ Err error }
 
+// Notice tells the user something that did not end the turn: terp went on
+// with tool calls written as text, shortened the conversation to fit the
+// context window, or found that the server cut it.
+type Notice struct{ Text string }
+
 func (StepStarted) isEvent()    {}
 func (TextDelta) isEvent()      {}
 func (ReasoningDelta) isEvent() {}
@@ -76,6 +81,7 @@ func (FileSaved) isEvent()      {}
 func (UsageUpdated) isEvent()   {}
 func (Answer) isEvent()         {}
 func (Failed) isEvent()         {}
+func (Notice) isEvent()         {}
 
 // droppable reports whether a slow consumer may miss e.
 func droppable(e Event) bool {

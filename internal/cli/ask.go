@@ -40,6 +40,7 @@ var runFlags = []string{
 	"out", "base-url", "model", "sandbox", "exec-mode", "prewarm", "max-steps", "timeout", "sandbox-timeout",
 	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
 	"file-size-limit", "max-download-size",
+	"provider", "tool-dialect", "context-window", "max-tokens", "max-time",
 }
 
 func newCmdAsk(f *Factory, runF func(context.Context, *askOptions) error) *cobra.Command {
@@ -54,7 +55,8 @@ saved. With no QUESTION, or "-", the question is read from stdin.
 Progress (each step's code and output) goes to stderr when it is a terminal.
 
 Exit codes: 0 answered, 1 runtime error (model API, sandbox), 2 usage or
-configuration error, 3 step cap reached without an answer, 130 interrupted.`,
+configuration error, 3 step cap or budget (--max-tokens, --max-time) reached
+without an answer, 130 interrupted.`,
 		Example: `  terp ask -f examples/sales.csv "Plot revenue per month to chart.png and tell me which month grew the most."
   terp ask --json -f data.csv "How many rows have a missing price?" | jq .answer
   echo "What is the 100th prime?" | terp ask
@@ -234,6 +236,9 @@ type askJSON struct {
 	Files          []savedFile `json:"files"`
 	Usage          llm.Usage   `json:"usage"`
 	Error          string      `json:"error,omitempty"`
+	// Warnings are what the user should know that did not end the turn,
+	// such as a fallback to tool calls written as text.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runErr error) error {
@@ -244,6 +249,7 @@ func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runE
 		Steps:          res.Steps,
 		Files:          files,
 		Usage:          res.Usage,
+		Warnings:       res.Notices,
 	}
 	if out.Files == nil {
 		out.Files = []savedFile{}
@@ -266,6 +272,12 @@ func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runE
 
 func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr error) error {
 	w := streams.Out
+	if !streams.StderrTTY {
+		// On a terminal the progress showed them.
+		for _, n := range res.Notices {
+			fmt.Fprintln(streams.ErrOut, "terp: note: "+sanitize.Terminal(n))
+		}
+	}
 	switch {
 	case res.Answer != "":
 		fmt.Fprintln(w, sanitize.Terminal(res.Answer))
@@ -286,7 +298,7 @@ func outcome(res agent.Result, runErr error) error {
 	switch {
 	case runErr != nil:
 		return runErr
-	case res.StopReason == agent.MaxSteps:
+	case res.StopReason == agent.MaxSteps, res.StopReason == agent.TokenBudget, res.StopReason == agent.TimeBudget:
 		return silentError{code: exitMaxSteps}
 	}
 	return nil

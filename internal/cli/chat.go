@@ -274,6 +274,7 @@ func (c *chatConversation) Ask(ctx context.Context, question string, send func(a
 	if dlErr != nil {
 		turn.Warnings = append(turn.Warnings, dlErr.Error())
 	}
+	turn.Warnings = append(turn.Warnings, res.Notices...)
 	turn.Warnings = append(turn.Warnings, c.warnings.drain()...)
 	return turn, err
 }

@@ -15,7 +15,7 @@ const (
 	exitOK          = 0
 	exitError       = 1 // runtime: model API, sandbox
 	exitUsage       = 2 // usage or configuration
-	exitMaxSteps    = 3 // the step cap was reached without an answer
+	exitMaxSteps    = 3 // the step cap or a budget was reached without an answer
 	exitInterrupted = 130
 )
 

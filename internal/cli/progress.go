@@ -65,6 +65,8 @@ func (p *progress) handle(e agent.Event) {
 		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", sanitize.Terminal(e.Path), tui.SizeText(e.Bytes))))
 	case agent.Failed:
 		fmt.Fprintln(p.w, s.err.Render("  error: "+sanitize.Terminal(e.Err.Error())))
+	case agent.Notice:
+		fmt.Fprintln(p.w, s.dim.Render("  note: "+sanitize.Terminal(e.Text)))
 	}
 }
 

@@ -292,13 +292,13 @@ func (s *session) create(ctx context.Context) error {
 
 // newAgent makes the conversation's agent, which saves after every step.
 func (s *session) newAgent() *agent.Agent {
-	return agent.New(s.f.NewModel(s.cfg), s.Sandbox, s.Runner, agent.Config{
+	return agent.New(s.f.NewModel(s.cfg), s.Sandbox, s.Runner, withModelSettings(s.cfg, agent.Config{
 		Model:      s.cfg.Model,
 		MaxSteps:   s.cfg.MaxSteps,
 		Timeout:    s.cfg.Timeout,
 		ExecMode:   kernel.Mode(s.cfg.ExecMode),
 		Checkpoint: s.checkpoint,
-	})
+	}))
 }
 
 // checkpoint saves the conversation after a completed step.

@@ -46,8 +46,14 @@ type Config struct {
 	MaxDownloadSize int64         // Bytes, per file downloaded from the sandbox.
 	OutDir          string        // Empty: the caller picks a new directory per conversation.
 	ImageProtocol   string        // How the chat draws images: "auto", "kitty", "iterm2", "sixel", "halfblock" or "none".
+	Provider        string        // A preset for base_url and api_key_env ("ollama", "vllm", ...); "" for none.
+	ToolDialect     string        // How tool calls travel: "auto", "native" or "text"; see ForModel.
+	ContextWindow   int           // The model's context in tokens; 0 means detect it.
+	MaxTokens       int           // Most tokens one question may use; 0 means no cap.
+	MaxTime         time.Duration // Longest one question may take; 0 means no cap.
 
-	apiKey     string // api_key from the file, TERP_API_KEY or a flag; see APIKey
+	apiKey     string    // api_key from the file, TERP_API_KEY or a flag; see APIKey
+	profiles   []Profile // [models."PATTERN"] tables from the file
 	path       string
 	fileExists bool
 	fileMode   fs.FileMode
@@ -84,6 +90,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	if c.path != "" {
 		errs = append(errs, c.loadFile(explicit)...)
 	}
+	c.applyPreset(KindFile)
 
 	for _, f := range fields {
 		if f.Env == "" {
@@ -95,6 +102,7 @@ func Load(opts LoadOptions) (*Config, error) {
 			}
 		}
 	}
+	c.applyPreset(KindEnv)
 
 	if opts.Flags != nil {
 		if err := c.ApplyFlags(opts.Flags); err != nil {
@@ -158,6 +166,7 @@ func (c *Config) ApplyFlags(fs *pflag.FlagSet) error {
 			}
 		}
 	})
+	c.applyPreset(KindFlag)
 	return errors.Join(errs...)
 }
 

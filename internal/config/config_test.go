@@ -722,7 +722,7 @@ func TestPrewarmModules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(c.Prewarm, tt.want) && !(len(c.Prewarm) == 0 && len(tt.want) == 0) {
+			if !reflect.DeepEqual(c.Prewarm, tt.want) && (len(c.Prewarm) != 0 || len(tt.want) != 0) {
 				t.Errorf("Prewarm = %q, want %q", c.Prewarm, tt.want)
 			}
 		})

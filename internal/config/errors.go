@@ -78,6 +78,8 @@ var aliases = map[string]string{
 	"token":           "api_key",
 	"steps":           "max_steps",
 	"memory":          "memory_limit",
+	"profiles":        "models",
+	"model_profiles":  "models",
 }
 
 func suggest(key string) string {

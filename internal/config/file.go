@@ -53,6 +53,10 @@ func (c *Config) loadFile(explicit bool) []error {
 			line = scanLine(data, name)
 		}
 		src := FromFile(c.path, line)
+		if name == profilesTable {
+			errs = append(errs, c.loadProfiles(&md, raw[name], data, src)...)
+			continue
+		}
 		f, ok := lookup(name)
 		if !ok {
 			_, table := v.(map[string]any)

@@ -22,6 +22,16 @@ type Report struct {
 	Exists   bool     `json:"exists"`
 	Keys     []Row    `json:"keys"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Profiles are the model profiles that apply to the configured model,
+	// most authoritative first.
+	Profiles []ProfileRow `json:"profiles,omitempty"`
+}
+
+// ProfileRow is a model profile as "terp config show" prints it.
+type ProfileRow struct {
+	Pattern  string `json:"pattern"`
+	Settings string `json:"settings"`
+	Source   string `json:"source"`
 }
 
 // Report lists every setting with its value and origin. The API key row shows the key
@@ -41,6 +51,9 @@ func (c *Config) Report() Report {
 			}
 		}
 		r.Keys = append(r.Keys, row)
+	}
+	for _, p := range c.matching(c.Model) {
+		r.Profiles = append(r.Profiles, ProfileRow{Pattern: p.Pattern, Settings: p.settings(), Source: p.source()})
 	}
 	return r
 }
@@ -66,6 +79,12 @@ func (c *Config) Show(w io.Writer) error {
 			v = `""`
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", row.Key, v, row.Source)
+	}
+	if len(r.Profiles) > 0 {
+		fmt.Fprintf(tw, "\nmodel profiles for %s:\n", c.Model)
+		for _, p := range r.Profiles {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Pattern, p.Settings, p.Source)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -23,6 +23,9 @@ type Source struct {
 	Kind SourceKind
 	Name string // the file path, the variable name, or the flag with its dashes ("--model")
 	Line int    // the line in the file, when Kind is KindFile
+	// Preset names the provider whose preset filled the value in, where
+	// the provider was set (see applyPreset).
+	Preset string
 }
 
 // FromFile is the source of a value read from line of the config file at path.
@@ -43,6 +46,11 @@ func FromFlag(name string) Source {
 // String reads like "default", "file ~/.config/terp/config.toml:4", "env TERP_MODEL" or
 // "flag --model".
 func (s Source) String() string {
+	if s.Preset != "" {
+		p := s
+		p.Preset = ""
+		return p.String() + " (provider " + s.Preset + ")"
+	}
 	switch s.Kind {
 	case KindFile:
 		return "file " + s.location()

@@ -20,6 +20,8 @@ const templateHead = `# terp configuration file.
 #   Ollama     "http://localhost:11434/v1"  no key needed
 #   vLLM       "http://localhost:8000/v1"   serve with --enable-auto-tool-choice --tool-call-parser NAME
 #   llama.cpp  "http://localhost:8080/v1"   run llama-server with --jinja
+# or set provider (gpuos, ollama, vllm, llamacpp, lmstudio, sglang, openai) to fill in
+# base_url and api_key_env; "terp doctor" checks the whole setup.
 #
 # Durations are written "90s", "2m", "1h30m". Sizes are written "512MiB", "2GiB" (powers of
 # 1024; "1G" means 1GiB) or "500MB" (powers of 1000), or as a plain number of bytes.
@@ -49,8 +51,22 @@ func Template() string {
 		}
 		fmt.Fprintf(&b, "# %s = %s\n", f.Name, f.bind(c).literal())
 	}
+	b.WriteString(templateProfiles)
 	return b.String()
 }
+
+const templateProfiles = `
+# Model profiles: settings for the models whose name matches a pattern ("*" matches any
+# text, case is ignored, "Qwen/Qwen3-32B" is also matched as "Qwen3-32B"). terp has
+# profiles for Qwen3, Qwen2.5, GLM-4, gpt-oss, Llama 3.x and Mistral; a table here adds one
+# or overrides theirs. Keys: context_window (tokens), tool_dialect (auto, native, text) and
+# send_reasoning (send the model's reasoning back, as gpt-oss needs). A profile here wins
+# over the keys above written in this file; TERP_* variables and flags win over it.
+#
+#   [models."qwen3*"]
+#   context_window = 32768
+#   tool_dialect = "native"
+`
 
 // InitFile writes Template to path, creating its directory. The directory is 0700 and
 // the file 0600 because a user may later put an API key in it. An existing file is kept

@@ -39,7 +39,7 @@ func BenchmarkReadStream(b *testing.B) {
 	b.SetBytes(int64(len(wire)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := readReply(bufio.NewReader(bytes.NewReader(wire)), onDelta)
+		r, err := readReply(bufio.NewReader(bytes.NewReader(wire)), onDelta, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -80,6 +80,9 @@ func New(cfg Config) *Client {
 // and when a tool's Parameters are not valid JSON, a bug in the caller.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
 	body, err := json.Marshal(c.wireRequest(req))
+	if err == nil && sendsReasoning(req.Messages) {
+		body, err = withReasoning(body)
+	}
 	if err != nil {
 		return Response{}, fmt.Errorf("encode chat request: %w", err)
 	}
@@ -113,18 +116,19 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 		if msg == "" {
 			msg = resp.Status
 		}
-		return Response{}, c.classify(req.Model, &serverError{status: resp.StatusCode, message: msg})
+		return Response{}, c.classify(req.Model, &serverError{status: resp.StatusCode, message: msg, body: string(raw)})
 	}
 
-	r, err := readReply(resp.Body, onDelta)
+	r, err := readReply(resp.Body, onDelta, newRecovery(req))
 	if err != nil {
 		return Response{}, c.replyError(ctx, req.Model, err)
 	}
 	return r, nil
 }
 
-// readReply reads a successful reply, streamed or whole.
-func readReply(body io.Reader, onDelta func(Delta)) (Response, error) {
+// readReply reads a successful reply, streamed or whole, and recovers the
+// tool calls written in its text when rec is set.
+func readReply(body io.Reader, onDelta func(Delta), rec *recovery) (Response, error) {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var a assembler
 	if isWhole(br) {
@@ -132,6 +136,7 @@ func readReply(body io.Reader, onDelta func(Delta)) (Response, error) {
 			return Response{}, err
 		}
 		r := a.response()
+		rec.apply(&r)
 		if onDelta != nil {
 			if r.Reasoning != "" {
 				onDelta(Delta{Kind: DeltaReasoning, Text: r.Reasoning})
@@ -143,10 +148,20 @@ func readReply(body io.Reader, onDelta func(Delta)) (Response, error) {
 		return r, nil
 	}
 	a.onDelta = onDelta
+	if rec != nil && onDelta != nil {
+		a.guard = newCallGuard(rec)
+	}
 	if err := readStream(br, &a); err != nil {
 		return Response{}, err
 	}
-	return a.response(), nil
+	r := a.response()
+	rec.apply(&r)
+	if a.guard != nil && r.CallFormat == "" {
+		if held := a.guard.release(); held != "" {
+			onDelta(Delta{Kind: DeltaContent, Text: held})
+		}
+	}
+	return r, nil
 }
 
 // replyError turns a failure while reading a reply into an Error.

@@ -22,6 +22,14 @@
 // the Retry-After header. A reply is never retried once its body has started,
 // since the caller may already have shown part of it.
 //
+// When the server has no parser for a model's tool-call format, the calls
+// arrive as text in the content. With Request.Dialect auto or text they are
+// recovered (Hermes, fenced JSON, Mistral, Llama, Qwen XML and, with
+// Request.FencedCode, ```python blocks), given ids and cut from the answer;
+// while streaming, content that may be such a call is held back from the
+// deltas. With DialectText no tools are sent and the history is rewritten as
+// plain text (see textForm), which every chat template renders.
+//
 // One choice the caller must know about: a reply whose whole answer arrived as
 // reasoning (content null, no tool calls, as vLLM's reasoning parsers produce
 // when a model never closes its think block) is returned with that text as

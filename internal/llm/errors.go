@@ -67,6 +67,10 @@ type Error struct {
 	Msg string
 	// Err is the cause, including the server's own message when it gave one.
 	Err error
+	// ContextWindow and PromptTokens are what a KindContextLength error
+	// said of the model's context and of the request, in tokens; 0 when
+	// the server did not say.
+	ContextWindow, PromptTokens int
 }
 
 func (e *Error) Error() string {
@@ -93,6 +97,9 @@ type serverError struct {
 	message string
 	// streamed tells that the error came inside a reply that had started.
 	streamed bool
+	// body is the whole error body, for the fields some servers add
+	// beside the message (llama.cpp's n_ctx).
+	body string
 }
 
 func (e *serverError) Error() string {
@@ -256,6 +263,7 @@ func (c *Client) classify(model string, se *serverError) *Error {
 		e.Msg = fmt.Sprintf("The server at %s does not accept tools for the model %q. Enable tool calling on the server, or pass a model that supports it with --model.", c.base, model)
 	case containsAny(msg, contextFull):
 		e.Kind = KindContextLength
+		e.ContextWindow, e.PromptTokens = contextNumbers(se.message + "\n" + se.body)
 		e.Msg = fmt.Sprintf("The conversation no longer fits the context window of %q. Start a new conversation, or give the model a larger context on the server (vLLM --max-model-len, llama.cpp -c, Ollama num_ctx).", model)
 	case se.status == http.StatusNotFound, strings.Contains(msg, "model") && containsAny(msg, modelMissing):
 		e.Kind = KindModelNotFound

@@ -18,6 +18,17 @@ type Message struct {
 	Content    string     `json:"content,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Written is an assistant message as the model wrote it, call markup
+	// included, when its ToolCalls were recovered from that text rather
+	// than sent by the server. It goes back in place of Content and
+	// ToolCalls, and the calls' results go back as user messages: the
+	// model sees its own format, and a server without a parser for that
+	// format is never sent tool calls it cannot render.
+	Written string `json:"written,omitempty"`
+	// Reasoning goes back with an assistant message only when set, which
+	// the caller does only for models that need their earlier reasoning
+	// between tool calls (gpt-oss).
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // ToolCall is one function call the model asked for.
@@ -43,6 +54,16 @@ type Request struct {
 	Model    string
 	Messages []Message
 	Tools    []Tool
+	// Dialect says how tool calls travel; the zero value is DialectAuto.
+	Dialect Dialect
+	// CodeTool names a tool that takes {"code": "<source>"}. Code a model
+	// writes where a call belongs (Llama's <|python_tag|> followed by
+	// code, and with FencedCode a ```python block) becomes a call to it.
+	CodeTool string
+	// FencedCode makes a ```python block in a reply without other calls a
+	// call to CodeTool, for models that never call tools. Such a reply's
+	// answer then ends only when the model writes no code.
+	FencedCode bool
 }
 
 // Usage counts tokens as the server reported them.
@@ -76,6 +97,15 @@ type Response struct {
 	// answer (Reasoning is then empty). Its text was streamed as
 	// DeltaReasoning, so a display may want to show Content again.
 	ReasoningAsAnswer bool
+	// CallFormat names the text format ToolCalls were recovered from
+	// (FormatHermes, FormatMistral, ...); it is empty when the server sent
+	// them as tool calls, or when there are none.
+	CallFormat string
+	// Written is the content as the model wrote it, call markup included,
+	// when CallFormat is set; Content then holds the rest of the text. It
+	// is empty for a call written inside reasoning that never ended, whose
+	// rest stays reasoning.
+	Written string
 }
 
 // DeltaKind tells what a streamed Delta carries.

@@ -13,7 +13,10 @@ type assembler struct {
 	// onDelta, when set, receives text as it is assembled.
 	onDelta func(Delta)
 
-	think     thinkSplitter
+	think thinkSplitter
+	// guard, when set, holds back content that may be a tool call written
+	// as text (see callGuard).
+	guard     *callGuard
 	content   strings.Builder
 	reasoning strings.Builder
 	calls     []*callBuilder
@@ -71,6 +74,9 @@ func (a *assembler) segment(s segment) {
 		// cannot be taken back there, but the Response gets it right.
 		moved := a.content.String()
 		a.content.Reset()
+		if a.guard != nil {
+			a.guard.reset()
+		}
 		if moved != "" {
 			rest := a.reasoning.String()
 			a.reasoning.Reset()
@@ -95,7 +101,10 @@ func (a *assembler) text(kind DeltaKind, s string) {
 		return
 	}
 	b.WriteString(s)
-	if a.onDelta != nil {
+	if kind == DeltaContent && a.guard != nil {
+		s = a.guard.feed(s)
+	}
+	if a.onDelta != nil && s != "" {
 		a.onDelta(Delta{Kind: kind, Text: s})
 	}
 }

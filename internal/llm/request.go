@@ -26,8 +26,13 @@ func (c *Client) wireRequest(req Request) openai.ChatCompletionRequest {
 	if c.cfg.Stream {
 		w.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
-	for _, m := range req.Messages {
+	for _, m := range textForm(req.Messages, req.Dialect == DialectText) {
 		w.Messages = append(w.Messages, wireMessage(m))
+	}
+	if req.Dialect == DialectText {
+		// The server may refuse tools, or its template may not render
+		// them: the caller's system prompt describes the tool instead.
+		return w
 	}
 	for _, t := range req.Tools {
 		params := t.Parameters
@@ -47,7 +52,7 @@ func (c *Client) wireRequest(req Request) openai.ChatCompletionRequest {
 }
 
 func wireMessage(m Message) openai.ChatCompletionMessage {
-	w := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+	w := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ReasoningContent: m.Reasoning}
 	if m.Role == RoleTool && w.Content == "" {
 		w.Content = emptyToolOutput
 	}
@@ -79,4 +84,40 @@ func wireArguments(args string) string {
 	}
 	b, _ := json.Marshal(map[string]string{"unparsed_arguments": args})
 	return string(b)
+}
+
+// withReasoning copies each message's reasoning_content to "reasoning" as
+// well: servers read one or the other (vLLM 0.10+ and Ollama "reasoning",
+// older vLLM, SGLang and llama.cpp "reasoning_content"), and go-openai's
+// message type has only the second.
+func withReasoning(body []byte) ([]byte, error) {
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, err
+	}
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(v["messages"], &msgs); err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		if r, ok := m["reasoning_content"]; ok {
+			m["reasoning"] = r
+		}
+	}
+	raw, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	v["messages"] = raw
+	return json.Marshal(v)
+}
+
+// sendsReasoning reports whether any message carries reasoning back.
+func sendsReasoning(msgs []Message) bool {
+	for _, m := range msgs {
+		if m.Reasoning != "" {
+			return true
+		}
+	}
+	return false
 }

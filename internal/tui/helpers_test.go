@@ -187,8 +187,6 @@ func typeText(s string) []tea.Msg {
 // askKeys types a question and presses Enter.
 func askKeys(q string) []tea.Msg { return append(typeText(q), tea.KeyMsg{Type: tea.KeyEnter}) }
 
-var enter = tea.KeyMsg{Type: tea.KeyEnter}
-
 // terpSequences matches the escape sequences terp itself draws: colours and
 // styles (SGR) and hyperlinks (OSC 8). Anything else in a screen came from
 // somewhere it should not have.
@@ -228,7 +226,7 @@ func (o observed) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	next, cmd := o.Model.Update(msg)
 	o.Model = next.(Model)
 	o.l.mu.Lock()
-	o.l.view, o.l.busy = o.Model.View(), o.Model.job != nil
+	o.l.view, o.l.busy = o.View(), o.job != nil
 	o.l.mu.Unlock()
 	return o, cmd
 }

@@ -36,7 +36,11 @@ type Message struct {
 	Role       string `json:"role"`
 	Content    string `json:"content"`
 	ToolCallID string `json:"tool_call_id"`
-	ToolCalls  []struct {
+	// Reasoning and ReasoningContent are reasoning sent back, which terp
+	// does only for models that need it.
+	Reasoning        string `json:"reasoning,omitempty"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	ToolCalls        []struct {
 		ID       string `json:"id"`
 		Function struct {
 			Name      string `json:"name"`
@@ -49,6 +53,17 @@ type Message struct {
 func (r Request) LastTool() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
 		if r.Messages[i].Role == "tool" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// LastUser returns the content of the last user message, or "": in text
+// mode it carries the tool's output.
+func (r Request) LastUser() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
 			return r.Messages[i].Content
 		}
 	}
@@ -73,7 +88,10 @@ func (r Request) ToolResult() (res struct {
 type Reply struct {
 	Content   string
 	Reasoning string
-	Calls     []Call
+	// ReasoningField is the field Reasoning is sent in: "reasoning_content"
+	// (the default) or "reasoning".
+	ReasoningField string
+	Calls          []Call
 	// Status, when not 0 or 200, makes the server answer with this HTTP
 	// status and Body instead of a completion.
 	Status int
@@ -107,22 +125,27 @@ func Fixed(r Reply) Step { return func(Request) Reply { return r } }
 // Server is a running scripted model.
 type Server struct {
 	*httptest.Server
-	t     testing.TB
-	mu    sync.Mutex
-	steps []Step
-	reqs  []Request
-	calls int
+	t      testing.TB
+	mu     sync.Mutex
+	steps  []Step
+	reqs   []Request
+	calls  int
+	models string
 }
 
 // New starts a server that answers the i-th chat request with steps[i]. A
 // request beyond the script fails the test. The server is closed when the test
 // ends.
 func New(t testing.TB, steps ...Step) *Server {
-	s := &Server{t: t, steps: steps}
+	s := &Server{t: t, steps: steps, models: `{"object":"list","data":[{"id":"test-model","object":"model"}]}`}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.chat)
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, `{"object":"list","data":[{"id":"test-model","object":"model"}]}`)
+		s.mu.Lock()
+		body := s.models
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, body)
 	})
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -131,6 +154,14 @@ func New(t testing.TB, steps ...Step) *Server {
 
 // BaseURL returns the base URL to configure as terp's endpoint.
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// ServeModels sets the body GET /v1/models answers with, such as a list
+// whose entries carry vLLM's max_model_len.
+func (s *Server) ServeModels(body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = body
+}
 
 // Requests returns the requests received so far.
 func (s *Server) Requests() []Request {
@@ -217,7 +248,7 @@ func toolCalls(r Reply, streamed bool) []map[string]any {
 func writeJSON(w http.ResponseWriter, r Reply) {
 	msg := map[string]any{"role": "assistant", "content": r.Content}
 	if r.Reasoning != "" {
-		msg["reasoning_content"] = r.Reasoning
+		msg[reasoningField(r)] = r.Reasoning
 	}
 	if len(r.Calls) > 0 {
 		msg["tool_calls"] = toolCalls(r, false)
@@ -247,7 +278,7 @@ func writeStream(w http.ResponseWriter, r Reply) {
 	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
 	for _, piece := range pieces(r.Reasoning) {
-		chunk(map[string]any{"reasoning_content": piece}, nil)
+		chunk(map[string]any{reasoningField(r): piece}, nil)
 	}
 	for _, piece := range pieces(r.Content) {
 		chunk(map[string]any{"content": piece}, nil)
@@ -268,6 +299,13 @@ func writeStream(w http.ResponseWriter, r Reply) {
 		"choices": []any{}, "usage": usage(r),
 	})
 	fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+}
+
+func reasoningField(r Reply) string {
+	if r.ReasoningField != "" {
+		return r.ReasoningField
+	}
+	return "reasoning_content"
 }
 
 // pieces splits s into chunks of a few words, as servers stream tokens.
