@@ -1,0 +1,386 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/terpdev/terp/internal/batch"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/store"
+)
+
+// batchOptions holds everything `terp batch` needs, parsed from its flags.
+type batchOptions struct {
+	f     *Factory
+	flags *pflag.FlagSet
+	// cases is the suite file, or "-" for stdin.
+	cases     string
+	jobs      int
+	repeat    int
+	models    []string
+	out       string
+	junit     string
+	artifacts string
+	json      bool
+}
+
+// batchConfigFlags are the run flags of ask, less --out: for batch, --out
+// names the results file, and --artifacts says where files go.
+var batchConfigFlags = slices.DeleteFunc(slices.Clone(runFlags), func(s string) bool { return s == "out" })
+
+func newCmdBatch(f *Factory, runF func(context.Context, *batchOptions) error) *cobra.Command {
+	opts := &batchOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "batch [flags] CASES.jsonl",
+		Short: "Run a suite of questions and check the answers, for CI and for comparing models",
+		Long: `Batch asks every case of a suite, each in its own sandbox and stored
+conversation, checks each answer against the case's expectations and reports
+passed, failed or errored. Cases run concurrently (-j); one that fails or
+crashes never stops the others.
+
+CASES.jsonl holds one JSON object per line (blank lines and lines starting
+with # are skipped); only "question" is required:
+
+  {"id": "growth", "question": "Which month grew the most?",
+   "files": ["../sales.csv"], "max_steps": 8, "model": "qwen3-32b",
+   "expect": {"contains": ["December"], "regex": "(?i)dec(ember)?",
+              "number": {"value": 26450, "tolerance": 0.5}, "files": ["chart.png"]}}
+
+  id         names the case in reports and artifacts; default: the line number
+  files      uploaded to /work/<basename>; paths are relative to CASES.jsonl
+  max_steps  and model override the configuration for this case
+  expect     every expectation given must hold:
+    contains  texts the answer contains, ignoring case
+    regex     Go RE2 syntax (github.com/google/re2/wiki/Syntax), case-sensitive
+              unless it starts with (?i)
+    number    some number in the answer is within tolerance (default 0) of
+              value; "26,450", "-3", "1.5e-3" and "14%" (as 14 and as 0.14)
+              are read as numbers
+    files     saved (created or changed) in /work by the run; * ? [ are globs
+
+A case with no expectations passes when the model answers. No answer (the
+step cap, or a --max-tokens or --max-time budget, was reached) or an empty
+one fails; an error of the model server or the sandbox (after the client's
+retries) makes the case errored. A malformed line, an
+unknown field or a missing file is reported with its line number before
+anything runs (exit 2).
+
+Reports: --out writes one JSON object per run (id, model, run, status,
+answer, reasons, stop_reason, steps, usage, duration_ms, files,
+conversation_id, line), appended as runs finish and rewritten in suite order
+at the end; --junit writes JUnit XML; --artifacts DIR downloads each case's
+files to DIR/<id>/ (DIR/<id>/<model>/run-<n>/ when comparing or repeating).
+On a terminal a progress bar is shown; in a pipe, or with CI set, one line per
+finished run. A summary table ends the output.
+
+--models a,b runs every case with each model (replacing the cases' own
+model) and compares them; --repeat K runs each case K times and reports
+pass@1 (the share of runs that passed), pass@K (the share of cases that
+passed at least once in K runs) and pass^K (that passed all K).
+
+Exit codes: 0 every run passed, 1 a run failed or errored, 2 usage error (bad
+flag or suite), 130 interrupted (the finished runs are still reported).`,
+		Example: `  terp batch examples/batch/cases.jsonl
+  terp batch -j 8 --out results.jsonl --junit report.xml --artifacts artifacts cases.jsonl
+  terp batch --models qwen3-32b,glm-4-32b --repeat 3 cases.jsonl
+  terp batch --json cases.jsonl | jq -c 'select(.status != "passed") | {id, reasons}'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("give one cases file: terp batch [flags] CASES.jsonl")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.cases = args[0]
+			opts.flags = cmd.Flags()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runBatch(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVarP(&opts.jobs, "jobs", "j", 4, "run `N` cases at once, each in its own sandbox")
+	fl.IntVar(&opts.repeat, "repeat", 1, "run each case `K` times and report pass@1 and pass@K")
+	fl.StringSliceVar(&opts.models, "models", nil, "run every case with each of these `MODELS` (comma-separated) and compare them")
+	fl.StringVar(&opts.out, "out", "", "write one JSON result per run to `FILE` (JSON Lines)")
+	fl.StringVar(&opts.junit, "junit", "", "write a JUnit XML report to `FILE`")
+	fl.StringVar(&opts.artifacts, "artifacts", "", "download the files each case saved to `DIR`/<case id>/")
+	fl.BoolVar(&opts.json, "json", false, "print one JSON result per finished run on stdout, and the summary on stderr")
+	addConfigFlags(fl, batchConfigFlags...)
+	return cmd
+}
+
+func runBatch(ctx context.Context, opts *batchOptions) error {
+	f := opts.f
+	if opts.jobs < 1 {
+		return usagef("-j must be at least 1")
+	}
+	if opts.repeat < 1 {
+		return usagef("--repeat must be at least 1")
+	}
+	models, err := modelList(opts.models)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.Config(onlyFlags(opts.flags, batchConfigFlags))
+	if err != nil {
+		return err
+	}
+	cases, err := batch.Load(opts.cases, f.IO.In)
+	if err != nil {
+		return usageError{err}
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+	}
+	// One backend serves every case: it is safe for concurrent use, and
+	// checks the machine once.
+	backend, err := f.NewBackend(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := f.Store()
+	if err != nil {
+		return err
+	}
+	out, err := openBatchOutputs(opts)
+	if err != nil {
+		return err
+	}
+
+	runs := batch.Plan(cases, models, cfg.Model, opts.repeat)
+	display := newBatchDisplay(f, opts, len(runs), len(models) > 1, opts.repeat > 1)
+	sf := *f
+	sf.IO.ErrOut = display.warnings()
+	sf.NewBackend = func(*config.Config) (sandbox.Backend, error) { return backend, nil }
+	x := &batchExec{f: &sf, cfg: cfg, store: st, artifacts: opts.artifacts}
+
+	started := time.Now()
+	runner := batch.Runner{
+		Jobs:    opts.jobs,
+		Exec:    x.run,
+		Started: display.started,
+		Done: func(r batch.Result) {
+			out.append(r)
+			display.done(r)
+		},
+	}
+	results := runner.Run(ctx, runs)
+	display.close()
+
+	reportErr := out.finish(batch.Report{Name: suiteName(opts.cases), File: opts.cases, Started: started}, runs, results)
+	summary := f.IO.Out
+	if opts.json {
+		summary = f.IO.ErrOut
+	}
+	if err := batch.WriteSummary(summary, batch.Summarize(runs, results), results); err != nil {
+		return err
+	}
+	if reportErr != nil {
+		return reportErr
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d of %d runs finished%s\n", len(results), len(runs), out.where())
+		return silentError{code: exitInterrupted}
+	}
+	for _, r := range results {
+		if r.Status != batch.Passed {
+			return silentError{code: exitError}
+		}
+	}
+	return nil
+}
+
+// modelList checks --models.
+func modelList(models []string) ([]string, error) {
+	var out []string
+	for _, m := range models {
+		m = strings.TrimSpace(m)
+		switch {
+		case m == "":
+			return nil, usagef("--models has an empty name; give names separated by commas, e.g. --models qwen3-32b,glm-4-32b")
+		case slices.Contains(out, m):
+			return nil, usagef("--models names %s twice", m)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// onlyFlags is the set of flags among names that the user set, for
+// config.Load: batch's own --out is not the out_dir key's.
+func onlyFlags(all *pflag.FlagSet, names []string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
+	all.Visit(func(fl *pflag.Flag) {
+		if slices.Contains(names, fl.Name) {
+			// A copy, since Set marks only an unchanged flag as set.
+			c := *fl
+			c.Changed = false
+			fs.AddFlag(&c)
+			_ = fs.Set(c.Name, c.Value.String())
+		}
+	})
+	return fs
+}
+
+// suiteName is the cases file's name without directory and extension.
+func suiteName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	base := filepath.Base(path)
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+// batchOutputs are the report files, opened before anything runs so that a
+// bad path costs nothing.
+type batchOutputs struct {
+	results *batch.ResultsFile
+	junit   *os.File
+	paths   []string
+
+	mu        sync.Mutex
+	appendErr error
+}
+
+func openBatchOutputs(opts *batchOptions) (*batchOutputs, error) {
+	o := &batchOutputs{}
+	if opts.artifacts != "" {
+		if err := os.MkdirAll(opts.artifacts, 0o755); err != nil {
+			return nil, usagef("cannot create the artifacts directory: %v", err)
+		}
+	}
+	if opts.out != "" {
+		r, err := batch.CreateResults(opts.out)
+		if err != nil {
+			return nil, usagef("cannot write the results: %v", err)
+		}
+		o.results = r
+		o.paths = append(o.paths, opts.out)
+	}
+	if opts.junit != "" {
+		j, err := os.Create(opts.junit)
+		if err != nil {
+			return nil, usagef("cannot write the JUnit report: %v", err)
+		}
+		o.junit = j
+		o.paths = append(o.paths, opts.junit)
+	}
+	return o, nil
+}
+
+// append writes a finished run to the results file at once, so a killed
+// terp leaves it there.
+func (o *batchOutputs) append(r batch.Result) {
+	if o.results == nil {
+		return
+	}
+	if err := o.results.Append(r); err != nil {
+		o.mu.Lock()
+		o.appendErr = cmp.Or(o.appendErr, err)
+		o.mu.Unlock()
+	}
+}
+
+// finish writes the results file in suite order and the JUnit report.
+func (o *batchOutputs) finish(rep batch.Report, runs []batch.Run, results []batch.Result) error {
+	var errs []error
+	if o.appendErr != nil {
+		errs = append(errs, fmt.Errorf("write the results: %w", o.appendErr))
+	}
+	if o.results != nil {
+		errs = append(errs, o.results.Finish(results))
+	}
+	if o.junit != nil {
+		err := batch.WriteJUnit(o.junit, rep, runs, results)
+		if cerr := o.junit.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write the JUnit report: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// where names the report files, for the interrupt message.
+func (o *batchOutputs) where() string {
+	if len(o.paths) == 0 {
+		return ""
+	}
+	return "; reported in " + strings.Join(o.paths, " and ")
+}
+
+// batchExec runs one case as a stored conversation of its own: a new
+// sandbox, the uploads, one question, the downloads; the sandbox is paused
+// at the end like any conversation's, so the case can be followed up with
+// `terp ask --resume`.
+type batchExec struct {
+	f         *Factory
+	cfg       *config.Config
+	store     *store.Store
+	artifacts string
+}
+
+func (x *batchExec) run(ctx context.Context, run batch.Run) (out batch.Outcome) {
+	cfg := *x.cfg
+	cfg.Model = run.Model
+	if run.Case.MaxSteps > 0 {
+		cfg.MaxSteps = run.Case.MaxSteps
+	}
+	cfg.OutDir = ""
+	if x.artifacts != "" {
+		cfg.OutDir = filepath.Join(x.artifacts, filepath.FromSlash(run.Dir))
+	}
+	sess, err := openSession(ctx, x.f, &cfg, "batch")
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	out.ConversationID = sess.ID
+	defer func() {
+		sess.Close(ctx)
+		// A conversation in which nothing was said (the server refused the
+		// first request) is not kept; do not point to it.
+		if _, err := x.store.Load(out.ConversationID); err != nil {
+			out.ConversationID = ""
+		}
+	}()
+	for _, p := range run.Case.Files {
+		if err := sess.Upload(ctx, p); err != nil {
+			out.Err = err
+			return out
+		}
+	}
+	res, err := sess.Ask(ctx, run.Case.Question, nil)
+	out.Answer, out.StopReason, out.Steps, out.Usage, out.Err = res.Answer, string(res.StopReason), res.Steps, res.Usage, err
+	for _, fi := range res.Files {
+		out.Files = append(out.Files, batch.File{SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: fi.Size})
+	}
+	if cfg.OutDir == "" || len(res.Files) == 0 {
+		return out
+	}
+	saved, err := sess.Download(ctx, res.Files)
+	for _, s := range saved {
+		for i := range out.Files {
+			if out.Files[i].SandboxPath == s.SandboxPath {
+				out.Files[i].Path, out.Files[i].Bytes = s.Path, s.Bytes
+			}
+		}
+	}
+	out.Err = cmp.Or(out.Err, err)
+	return out
+}
