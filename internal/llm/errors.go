@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -142,7 +143,23 @@ func errorMessage(body []byte) (msg string, code int) {
 			return clip(jsonText(v.Detail)), jsonInt(v.Code)
 		}
 	}
-	return clip(string(body)), 0
+	return clip(plainText(body)), 0
+}
+
+var (
+	htmlTag = regexp.MustCompile(`(?s)<(script|style)\b.*?</(script|style)>|<[^>]*>`)
+	spaces  = regexp.MustCompile(`\s+`)
+)
+
+// plainText makes a body that is not JSON fit one line of a message: a proxy
+// or a web server in front of the model often answers with an HTML page,
+// whose tags and line breaks would swamp what it says.
+func plainText(body []byte) string {
+	s := string(body)
+	if strings.Contains(s, "<") && strings.Contains(s, ">") {
+		s = htmlTag.ReplaceAllString(s, " ")
+	}
+	return spaces.ReplaceAllString(strings.TrimSpace(s), " ")
 }
 
 // errorValue reads the value of an "error" field: an object with a message

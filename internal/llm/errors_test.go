@@ -216,3 +216,13 @@ func TestOtherStatus(t *testing.T) {
 	_, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
 	wantError(t, err, KindServer, "HTTP 418", "I'm a teapot")
 }
+
+func TestHTMLErrorPageBecomesOneLine(t *testing.T) {
+	page := "<!DOCTYPE HTML>\n<html>\n  <head><title>Error response</title><style>p {color: red}</style></head>\n" +
+		"  <body>\n    <h1>Error response</h1>\n    <p>Message: Unsupported method ('GET').</p>\n  </body>\n</html>\n"
+	got, _ := errorMessage([]byte(page))
+	want := "Error response Error response Message: Unsupported method ('GET')."
+	if got != want {
+		t.Errorf("errorMessage(HTML page) = %q, want %q", got, want)
+	}
+}
