@@ -16,6 +16,7 @@ import (
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/cpuos"
 	"github.com/terpdev/terp/internal/sandbox/local"
 	"github.com/terpdev/terp/internal/store"
 )
@@ -101,6 +102,8 @@ func newBackend(cfg *config.Config, dataDir string) (sandbox.Backend, error) {
 	switch cfg.Sandbox {
 	case "local":
 		return local.New(local.Config{Root: filepath.Join(dataDir, "sandboxes")})
+	case "cpuos":
+		return cpuos.New(cpuos.Config{BaseURL: cfg.CpuosURL, APIKey: cfg.CpuosAPIKey(), APIKeyEnv: cfg.CpuosAPIKeyEnv, Template: cfg.CpuosTemplate})
 	default:
 		return nil, usagef("the %s sandbox is not built yet; use --sandbox local (the default)", cfg.Sandbox)
 	}

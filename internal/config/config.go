@@ -52,6 +52,8 @@ type Config struct {
 	MaxTokens       int           // Most tokens one question may use; 0 means no cap.
 	MaxTime         time.Duration // Longest one question may take; 0 means no cap.
 
+	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string // --sandbox cpuos: API root, template, variable holding the key.
+
 	apiKey     string    // api_key from the file, TERP_API_KEY or a flag; see APIKey
 	profiles   []Profile // [models."PATTERN"] tables from the file
 	path       string
@@ -183,6 +185,14 @@ func (c *Config) FileExists() bool { return c.fileExists }
 // the variable's name ("TERP_API_KEY", "GPUOS_API_KEY"), or, for a key from the file or
 // a flag, that Source's String. Both are empty when no key is set, which is fine for
 // local servers.
+// CpuosAPIKey is the cpuos API key, read from the variable cpuos_api_key_env names.
+func (c *Config) CpuosAPIKey() string {
+	if c.getenv == nil || c.CpuosAPIKeyEnv == "" {
+		return ""
+	}
+	return strings.TrimSpace(c.getenv(c.CpuosAPIKeyEnv))
+}
+
 func (c *Config) APIKey() (key, from string) {
 	if k := strings.TrimSpace(c.apiKey); k != "" {
 		src := c.sources["api_key"]

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/cpuos"
+	"github.com/terpdev/terp/internal/sandbox/local"
+)
+
+// defaultServeAddr is where `terp sandbox serve` listens and where
+// cpuos_url points by default.
+const defaultServeAddr = "127.0.0.1:8377"
+
+func newCmdSandbox(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox <command>",
+		Short: "Serve sandboxes to other terps",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newCmdSandboxServe(f))
+	return cmd
+}
+
+func newCmdSandboxServe(f *Factory) *cobra.Command {
+	var listen, tokenEnv string
+	var allowRemote bool
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--token-env VAR]",
+		Short: "Run a cpuos-compatible sandbox server on this machine's local sandboxes",
+		Long: `serve speaks the cpuos wire contract (see internal/sandbox/cpuos/contract.go)
+on top of this machine's bubblewrap sandboxes. Point a terp at it with
+--sandbox cpuos --cpuos-url http://ADDR: for development of the cpuos
+backend, or to run the sandboxes of terps elsewhere on this machine.
+
+Every request must carry the bearer token held in the variable --token-env
+names (CPUOS_API_KEY by default, which is also what the client sends); serve
+refuses to start without one. It listens on loopback only unless
+--allow-remote is given; on another network, put it behind TLS.
+Live sandboxes are closed when serve stops; paused ones stay on disk.`,
+		Example: `  CPUOS_API_KEY=$(openssl rand -hex 16) terp sandbox serve &
+  terp ask --sandbox cpuos --cpuos-url http://127.0.0.1:8377 "What is 2**100?"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			token := strings.TrimSpace(f.Getenv(tokenEnv))
+			if token == "" {
+				return usagef("sandbox serve needs a bearer token: set %s (or name another variable with --token-env)", tokenEnv)
+			}
+			if err := checkListen(listen, allowRemote); err != nil {
+				return err
+			}
+			backend, err := local.New(local.Config{Root: filepath.Join(f.DataDir(), "served-sandboxes")})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			return serveSandboxes(cmd.Context(), f.IO.ErrOut, ln, backend, token)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", defaultServeAddr, "address to listen on")
+	cmd.Flags().StringVar(&tokenEnv, "token-env", "CPUOS_API_KEY", "variable holding the bearer token clients must send")
+	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback listen address")
+	return cmd
+}
+
+// checkListen refuses a non-loopback address unless allowRemote.
+func checkListen(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--listen %q: %v", addr, err)
+	}
+	if allowRemote || host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return usagef("--listen %q is not a loopback address; add --allow-remote to serve other machines", addr)
+}
+
+// serveSandboxes serves the cpuos contract on ln until ctx ends.
+func serveSandboxes(ctx context.Context, log io.Writer, ln net.Listener, backend sandbox.Backend, token string) error {
+	srv, err := cpuos.NewServer(backend, token)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	fmt.Fprintf(log, "terp: serving sandboxes on http://%s\n", ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = hs.Shutdown(sctx)
+		cancel()
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cerr := srv.Close(cctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}

@@ -1,0 +1,173 @@
+package cpuos
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/conformance"
+	"github.com/terpdev/terp/internal/sandbox/local"
+)
+
+const testToken = "test-token"
+
+// serve starts a Server on a local backend behind a real HTTP listener on
+// 127.0.0.1 and returns a client for it.
+func serve(t *testing.T) (*Backend, *httptest.Server) {
+	t.Helper()
+	lb, err := local.New(local.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(lb, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		_ = srv.Close(context.Background())
+	})
+	b, err := New(Config{BaseURL: hs.URL, APIKey: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, hs
+}
+
+func TestConformance(t *testing.T) {
+	b, _ := serve(t)
+	conformance.Run(t, func(t *testing.T) sandbox.Backend { return b })
+}
+
+func TestServerNeedsToken(t *testing.T) {
+	if _, err := NewServer(nil, ""); err == nil {
+		t.Fatal("a server without a token started")
+	}
+}
+
+func TestWrongKey(t *testing.T) {
+	_, hs := serve(t)
+	b, err := New(Config{BaseURL: hs.URL, APIKey: "wrong", APIKeyEnv: "MY_CPUOS_KEY"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Create(context.Background(), sandbox.Options{})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "MY_CPUOS_KEY") {
+		t.Fatalf("got %v, want a 401 naming MY_CPUOS_KEY", err)
+	}
+}
+
+func TestMissingKeyOrURL(t *testing.T) {
+	if _, err := New(Config{BaseURL: "http://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "CPUOS_API_KEY") {
+		t.Errorf("no key: %v", err)
+	}
+	if _, err := New(Config{APIKey: "k"}); err == nil || !strings.Contains(err.Error(), "cpuos_url") {
+		t.Errorf("no URL: %v", err)
+	}
+}
+
+func TestExpired(t *testing.T) {
+	b, _ := serve(t)
+	ctx := context.Background()
+	if _, err := b.Resume(ctx, "no-such-sandbox"); !errors.Is(err, sandbox.ErrExpired) {
+		t.Errorf("Resume of an unknown id: %v, want ErrExpired", err)
+	}
+	sbx := &Sandbox{b: b, id: "no-such-sandbox"}
+	if _, err := sbx.Exec(ctx, []string{"true"}, sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrExpired) {
+		t.Errorf("Exec in an unknown sandbox: %v, want ErrExpired", err)
+	}
+	real, err := b.Create(ctx, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close(ctx)
+	if _, err := real.ReadFile(ctx, "/work/nope"); !errors.Is(err, os.ErrNotExist) || errors.Is(err, sandbox.ErrExpired) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// flaky answers with the given statuses first, then passes to next.
+func flaky(statuses []int, next http.Handler, calls *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(calls.Add(1)) - 1
+		if n < len(statuses) {
+			http.Error(w, `{"message":"busy"}`, statuses[n])
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func TestRetries(t *testing.T) {
+	lb, err := local.New(local.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := NewServer(lb, testToken)
+	defer srv.Close(context.Background())
+	var calls atomic.Int32
+	hs := httptest.NewServer(flaky([]int{503, 429, 502}, srv.Handler(), &calls))
+	defer hs.Close()
+	b, _ := New(Config{BaseURL: hs.URL, APIKey: testToken, RetryWait: time.Millisecond})
+	sbx, err := b.Create(context.Background(), sandbox.Options{})
+	if err != nil {
+		t.Fatalf("Create through transient errors: %v", err)
+	}
+	sbx.Close(context.Background())
+	if calls.Load() < 4 {
+		t.Errorf("%d calls, want 3 retries", calls.Load())
+	}
+
+	// Quota: 429 that does not go away, and 402, are clear errors.
+	for _, status := range []int{429, 402} {
+		var n atomic.Int32
+		q := httptest.NewServer(flaky([]int{status, status, status, status, status, status}, srv.Handler(), &n))
+		b, _ := New(Config{BaseURL: q.URL, APIKey: testToken, RetryWait: time.Millisecond, Retries: 2})
+		_, err := b.Create(context.Background(), sandbox.Options{})
+		q.Close()
+		if err == nil || !strings.Contains(err.Error(), "quota") {
+			t.Errorf("HTTP %d: %v, want a quota error", status, err)
+		}
+		if status == 402 && n.Load() != 1 {
+			t.Errorf("402 was retried (%d calls)", n.Load())
+		}
+	}
+
+	// Connection refused is retried, then reported.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL
+	dead.Close()
+	b, _ = New(Config{BaseURL: url, APIKey: testToken, RetryWait: time.Millisecond, Retries: 2})
+	if _, err := b.Create(context.Background(), sandbox.Options{}); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("dead server: %v", err)
+	}
+}
+
+// A paused sandbox can be killed without resuming it first.
+func TestClosePaused(t *testing.T) {
+	b, _ := serve(t)
+	ctx := context.Background()
+	sbx, err := b.Create(ctx, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := sbx.Pause(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sbx.Close(ctx); err != nil {
+		t.Fatalf("Close after Pause: %v", err)
+	}
+	if _, err := b.Resume(ctx, id); !errors.Is(err, sandbox.ErrExpired) {
+		t.Errorf("Resume after Close: %v, want ErrExpired", err)
+	}
+}
