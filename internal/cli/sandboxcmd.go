@@ -64,7 +64,8 @@ Live sandboxes are closed when serve stops; paused ones stay on disk.`,
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", listen)
+			var lc net.ListenConfig
+			ln, err := lc.Listen(cmd.Context(), "tcp", listen)
 			if err != nil {
 				return err
 			}

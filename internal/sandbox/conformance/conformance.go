@@ -287,7 +287,7 @@ func kernelMode(t *testing.T, b sandbox.Backend) {
 	if err != nil {
 		t.Fatalf("kernel.Start: %v", err)
 	}
-	defer k.Close()
+	defer func() { _ = k.Close() }()
 	steps := []struct{ code, want string }{
 		{"x = 41\nprint('set')", "set\n"},
 		{"x += 1\nprint(x)", "42\n"},

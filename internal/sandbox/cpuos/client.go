@@ -444,7 +444,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd []string, opt sandbox.ExecOptio
 	if opt.Stdin != nil {
 		go func() {
 			_, _ = io.Copy(p.stdin, opt.Stdin)
-			p.stdin.Close()
+			_ = p.stdin.Close()
 		}()
 	}
 	return p, nil
