@@ -1,0 +1,622 @@
+package adversarial
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terpdev/terp/internal/kernel"
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// hostile is one piece of hostile or careless code run in script mode.
+type hostile struct {
+	name   string
+	expect string // what containment means, as docs/security.md says it
+	code   func() string
+	// own, when set, are the options of the case's sandbox (small limits
+	// for bombs); otherwise the defaults. Every case has a sandbox of its
+	// own: script mode writes each run to the same /work/.terp/main.py, and
+	// creating a sandbox costs only a directory.
+	own     *sandbox.Options
+	timeout time.Duration
+	check   func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result)
+}
+
+// small are the limits for bomb cases: low enough to hit quickly.
+var small = sandbox.Options{Limits: sandbox.Limits{
+	MemoryBytes:   256 << 20,
+	Processes:     64,
+	FileSizeBytes: 16 << 20,
+}}
+
+// wants fails unless stdout holds every line fragment in want.
+func wants(want ...string) func(*testing.T, sandbox.Sandbox, kernel.Result) {
+	return func(t *testing.T, _ sandbox.Sandbox, res kernel.Result) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(res.Stdout, w) {
+				t.Errorf("stdout lacks %q", w)
+			}
+		}
+		if hasSecret(res.Stdout + res.Stderr) {
+			t.Error("the code read the host's secret")
+		}
+	}
+}
+
+func fixed(code string) func() string { return func() string { return code } }
+
+// tryOpen is Python reporting, for each path, "open <path>: ok" or
+// "open <path>: <Error>".
+const tryOpen = `
+def try_open(p, mode="r"):
+    try:
+        with open(p, mode) as f:
+            data = f.read() if "r" in mode else f.write("x")
+        print("open", p + ":", "ok", repr(data)[:200] if "r" in mode else "")
+    except Exception as e:
+        print("open", p + ":", type(e).__name__)
+`
+
+func hostileCases() []hostile {
+	return []hostile{
+		{
+			name:   "network/connect-host-loopback",
+			expect: "connecting to a listener on the host's 127.0.0.1 fails; the listener sees nothing",
+			code: func() string {
+				return fmt.Sprintf(`import socket
+try:
+    socket.create_connection(("127.0.0.1", %d), timeout=3).close(); print("connect: ok")
+except OSError as e:
+    print("connect: failed", e)
+print("ifaces", sorted(n for _, n in socket.if_nameindex()))
+`, host.port)
+			},
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("connect: failed", "ifaces ['lo']")(t, sbx, res)
+				if n := host.accepted.Load(); n != 0 {
+					t.Errorf("the host listener accepted %d connections", n)
+				}
+			},
+		},
+		{
+			name:   "network/dns",
+			expect: "name resolution fails (no network namespace route, no resolv.conf)",
+			code: fixed(`import socket
+for name in ["example.com", "pypi.org"]:
+    try:
+        print("dns", name, socket.getaddrinfo(name, 443)[0][4])
+    except OSError as e:
+        print("dns", name, "failed", type(e).__name__)
+`),
+			check: wants("dns example.com failed", "dns pypi.org failed"),
+		},
+		{
+			name:   "network/raw-socket",
+			expect: "raw and packet sockets are refused (no CAP_NET_RAW); UDP to the outside has no route",
+			code: fixed(`import socket
+for fam, typ, proto, label in [(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP, "raw"),
+                               (socket.AF_PACKET, socket.SOCK_RAW, 0, "packet")]:
+    try:
+        socket.socket(fam, typ, proto); print(label, "ok")
+    except OSError as e:
+        print(label, "refused", type(e).__name__)
+try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("8.8.8.8", 53)); print("udp ok")
+except OSError as e:
+    print("udp failed", type(e).__name__)
+`),
+			check: wants("raw refused", "packet refused", "udp failed"),
+		},
+		{
+			name:   "files/host-secrets",
+			expect: "a secret file in the host's /tmp and /root, /etc/shadow and the host's /etc/passwd entries are not there",
+			code: func() string {
+				return tryOpen + fmt.Sprintf(`
+for p in [%q, %q, "/etc/shadow", "/etc/gshadow", "/root/.bash_history", "/etc/sudoers"]:
+    try_open(p)
+print("passwd", open("/etc/passwd").read().count("\n"), "lines")
+`, host.tmpSecret, host.rootSecret)
+			},
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("open /etc/shadow: FileNotFoundError", "passwd 3 lines")(t, sbx, res)
+				if strings.Contains(res.Stdout, ": ok") {
+					t.Errorf("the code opened a host file:\n%s", res.Stdout)
+				}
+			},
+		},
+		{
+			name:   "files/terp-data-and-other-conversations",
+			expect: "terp's data dir and another conversation's /work are not mounted; a walk of the whole tree finds the secret nowhere",
+			code: func() string {
+				return tryOpen + fmt.Sprintf(`
+import os
+try_open(%q)
+try_open(%q)
+needle = %q[::-1].encode()  # reversed, so this script does not hold it
+found = []
+for top in ["/"]:
+    for d, dirs, files in os.walk(top):
+        if d in ("/proc", "/sys", "/usr", "/dev"):
+            dirs[:] = []; continue
+        for f in files:
+            p = os.path.join(d, f)
+            try:
+                with open(p, "rb") as fh:
+                    if needle in fh.read(1 << 20): found.append(p)
+            except Exception:
+                pass
+print("found", found)
+`, host.root+"/notes.txt", hostDir(otherConversation)+"/other.txt", reverse(host.secret))
+			},
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("found []")(t, sbx, res)
+				if strings.Contains(res.Stdout, ": ok") {
+					t.Errorf("the code opened a host file:\n%s", res.Stdout)
+				}
+			},
+		},
+		{
+			name:   "env/api-key",
+			expect: "the API key in terp's environment is in none of os.environ, /proc/self/environ, /proc/1/environ or any /proc/*/environ",
+			code: fixed(`import os, glob
+print("environ keys", sorted(os.environ))
+for p in ["/proc/self/environ", "/proc/1/environ"] + glob.glob("/proc/[0-9]*/environ"):
+    try:
+        print(p, open(p, "rb").read().replace(b"\0", b" ").decode(errors="replace"))
+    except Exception as e:
+        print(p, type(e).__name__)
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("/proc/1/environ")(t, sbx, res)
+				for _, k := range []string{"TERP_API_KEY", "OPENAI_API_KEY", "GPUOS_API_KEY", host.apiKey} {
+					if strings.Contains(res.Stdout, k) {
+						t.Errorf("the code saw %q:\n%s", k, res.Stdout)
+					}
+				}
+			},
+		},
+		{
+			name:   "limits/fork-bomb",
+			expect: "forking stops at the process limit (64 here); the step ends and nothing it forked survives",
+			own:    &small,
+			code: fixed(reportNS + `import os, time
+n = 0
+try:
+    while n < 10000:
+        if os.fork() == 0:
+            time.sleep(60); os._exit(0)
+        n += 1
+except OSError as e:
+    print("fork failed after", n, type(e).__name__)
+print("forked", n, flush=True)
+`),
+			timeout: 30 * time.Second,
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("fork failed after")(t, sbx, res)
+				var n int
+				for line := range strings.Lines(res.Stdout) {
+					if rest, ok := strings.CutPrefix(line, "forked "); ok {
+						n, _ = strconv.Atoi(strings.TrimSpace(rest))
+					}
+				}
+				if n >= small.Limits.Processes {
+					t.Errorf("forked %d processes, over the limit of %d", n, small.Limits.Processes)
+				}
+				waitNamespaceEmpty(t, res.Stdout)
+				stillWorks(t, sbx)
+			},
+		},
+		{
+			name:   "limits/memory-bomb",
+			expect: "allocating and touching memory stops near the memory limit (256 MiB here): MemoryError or the OOM killer",
+			own:    &small,
+			code: fixed(`import sys
+held = []
+try:
+    for i in range(1, 129):
+        held.append(bytearray(16 << 20))
+        print("held", i * 16, "MiB", flush=True)
+except MemoryError:
+    print("MemoryError")
+`),
+			timeout: 60 * time.Second,
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				last := 0
+				for line := range strings.Lines(res.Stdout) {
+					var mib int
+					if _, err := fmt.Sscanf(line, "held %d MiB", &mib); err == nil {
+						last = mib
+					}
+				}
+				t.Logf("exit %d, last held %d MiB", res.ExitCode, last)
+				if last > 256 {
+					t.Errorf("held %d MiB, over the 256 MiB limit", last)
+				}
+				if res.ExitCode == 0 && !strings.Contains(res.Stdout, "MemoryError") {
+					t.Errorf("the bomb ran to completion:\n%s", res.Stdout)
+				}
+				stillWorks(t, sbx)
+			},
+		},
+		{
+			name:   "limits/disk-fill-work",
+			expect: "one file in /work stops at the file size limit (16 MiB here) with EFBIG",
+			own:    &small,
+			code: fixed(`chunk = b"x" * (1 << 20)
+n = 0
+try:
+    with open("/work/fill.bin", "wb") as f:
+        for _ in range(64):
+            f.write(chunk); f.flush(); n += 1
+except OSError as e:
+    print("stopped after", n, "MiB:", e.strerror)
+`),
+			timeout: 30 * time.Second,
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("stopped after 16 MiB")(t, sbx, res)
+				if n := fileSize(hostDir(sbx) + "/fill.bin"); n > small.Limits.FileSizeBytes {
+					t.Errorf("the host file is %d bytes, over the limit", n)
+				}
+			},
+		},
+		{
+			name:   "limits/disk-fill-tmp",
+			expect: "/tmp is a tmpfs bounded by the memory limit: filling it stops with ENOSPC (or the OOM killer) at no more than 256 MiB",
+			own:    &small,
+			code: fixed(`chunk = b"x" * (1 << 20)
+n = 0
+try:
+    for i in range(64):
+        with open("/tmp/fill%d" % i, "wb") as f:
+            for _ in range(8):
+                f.write(chunk); f.flush(); n += 1
+        print("wrote", n, "MiB", flush=True)
+except OSError as e:
+    print("stopped", e.strerror)
+`),
+			timeout: 60 * time.Second,
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				var n int
+				for line := range strings.Lines(res.Stdout) {
+					fmt.Sscanf(line, "wrote %d MiB", &n)
+				}
+				t.Logf("exit %d, wrote %d MiB: %s", res.ExitCode, n, res.Stdout)
+				if n >= 512 {
+					t.Errorf("wrote %d MiB to /tmp, the tmpfs is unbounded", n)
+				}
+				stillWorks(t, sbx)
+			},
+		},
+		{
+			name:    "output/flood-1GB",
+			expect:  "printing 1 GiB keeps only a bounded head and tail (64 KiB each stream here)",
+			code:    fixed("import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range(1 << 20):\n    sys.stdout.write(line)\n"),
+			timeout: 90 * time.Second,
+			check: func(t *testing.T, _ sandbox.Sandbox, res kernel.Result) {
+				if res.ExitCode != 0 || len(res.Stdout) > 70<<10 {
+					t.Errorf("exit %d, kept %d bytes of stdout", res.ExitCode, len(res.Stdout))
+				}
+			},
+		},
+		{
+			name:    "time/infinite-loop",
+			expect:  "a loop that never ends is killed at the timeout (2 s here): exit 124, timed_out, a notice",
+			code:    fixed("while True:\n    pass\n"),
+			timeout: 2 * time.Second,
+			check: func(t *testing.T, _ sandbox.Sandbox, res kernel.Result) {
+				if !res.TimedOut || res.ExitCode != sandbox.ExitTimedOut || res.Notice == "" || res.Duration > 10*time.Second {
+					t.Errorf("timed out %v, exit %d, after %s, notice %q", res.TimedOut, res.ExitCode, res.Duration, res.Notice)
+				}
+			},
+		},
+		{
+			name:   "process/background-left-running",
+			expect: "a background sleep and a double-forked daemon do not survive the step (checked from the host)",
+			code: fixed(reportNS + `import os, subprocess
+subprocess.Popen(["sleep", "1000"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        import time; time.sleep(1000)
+    os._exit(0)
+print("left them running")
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("left them running")(t, sbx, res)
+				waitNamespaceEmpty(t, res.Stdout)
+			},
+		},
+		{
+			name:   "process/zombies",
+			expect: "zombies the code never reaps do not hang the step and are gone with it",
+			code: fixed(reportNS + `import os
+for _ in range(50):
+    if os.fork() == 0:
+        os._exit(0)
+import time; time.sleep(0.3)
+z = 0
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            if open("/proc/%s/stat" % p).read().split(") ")[1][0] == "Z": z += 1
+        except Exception: pass
+print("zombies", z)
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("zombies 50")(t, sbx, res)
+				waitNamespaceEmpty(t, res.Stdout)
+			},
+		},
+		{
+			name:   "files/write-outside-work",
+			expect: "/usr, /etc, / and /bin are read-only; /work and /tmp are writable; a write to /proc/sys/kernel/hostname changes only the sandbox's own UTS namespace",
+			code: fixed(tryOpen + `
+for p in ["/usr/evil", "/etc/evil", "/etc/passwd", "/evil", "/bin/evil", "/work/ok", "/tmp/ok"]:
+    try_open(p, "w")
+# Namespaced sysctls are writable: the change stays in the sandbox's own
+# UTS namespace.
+try_open("/proc/sys/kernel/hostname", "w")
+import socket; print("hostname now", socket.gethostname())
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("open /work/ok: ok", "open /tmp/ok: ok")(t, sbx, res)
+				for _, p := range []string{"/usr/evil", "/etc/evil", "/etc/passwd", "/evil", "/bin/evil"} {
+					if strings.Contains(res.Stdout, "open "+p+": ok") {
+						t.Errorf("wrote %s", p)
+					}
+				}
+				if _, err := os.Stat("/usr/evil"); err == nil {
+					t.Error("/usr/evil exists on the host")
+				}
+				if h, _ := os.Hostname(); h == "x" {
+					t.Error("the code renamed the host")
+				}
+			},
+		},
+		{
+			name:   "proc/snoop-host",
+			expect: "/proc shows only the sandbox's own processes; /proc/1 is bwrap's init, not the host's",
+			code: fixed(`import os
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print("pids", pids)
+print("pid1", open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode())
+cmds = [open("/proc/%d/cmdline" % p, "rb").read().replace(b"\0", b" ").decode(errors="replace") for p in pids if os.path.exists("/proc/%d" % p)]
+print("cmds", cmds)
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("pid1 /usr/bin/bwrap")(t, sbx, res)
+				if strings.Contains(res.Stdout, os.Args[0]) || strings.Contains(res.Stdout, "adversarial.test") {
+					t.Errorf("the test process is visible:\n%s", res.Stdout)
+				}
+				var n int
+				for line := range strings.Lines(res.Stdout) {
+					if rest, ok := strings.CutPrefix(line, "pids "); ok {
+						n = strings.Count(rest, ",") + 1
+					}
+				}
+				if n > 4 {
+					t.Errorf("%d processes visible in /proc:\n%s", n, res.Stdout)
+				}
+			},
+		},
+		{
+			name:   "proc/ptrace",
+			expect: "a host process cannot be traced (it does not exist in the pid namespace); PTRACE_ATTACH to the sandbox's own pid 1 is allowed (same uid) but gains nothing: init has no capabilities",
+			code: func() string {
+				return fmt.Sprintf(`import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+for label, pid in [("host", %d), ("init", 1)]:
+    r = libc.ptrace(16, pid, None, None)  # PTRACE_ATTACH
+    print("ptrace", label, "ok" if r == 0 else os.strerror(ctypes.get_errno()))
+    if r == 0:
+        os.waitpid(pid, 0x40000000)  # __WALL
+        libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+print([l.split()[0] + l.split()[1] for l in open("/proc/1/status") if l.startswith(("CapPrm", "CapEff", "CapBnd"))])
+`, os.Getpid())
+			},
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("ptrace host No such process",
+					"['CapPrm:0000000000000000', 'CapEff:0000000000000000', 'CapBnd:0000000000000000']")(t, sbx, res)
+				t.Logf("observed: %s", res.Stdout)
+			},
+		},
+		{
+			name:   "proc/ptrace-stop-init",
+			expect: "code that stops the sandbox's init with ptrace and leaves it stopped cannot hang terp: the step is killed at its timeout (3 s here)",
+			code: fixed(`import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+print("attach", libc.ptrace(16, 1, None, None), flush=True)
+`),
+			timeout: 3 * time.Second,
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				t.Logf("exit %d timed out %v after %s", res.ExitCode, res.TimedOut, res.Duration)
+				if res.Duration > 15*time.Second {
+					t.Errorf("the step took %s", res.Duration)
+				}
+				stillWorks(t, sbx)
+			},
+		},
+		{
+			name:   "tty/tiocsti",
+			expect: "there is no controlling terminal (new session): /dev/tty cannot be opened and TIOCSTI on stdin/stdout/stderr fails",
+			code: fixed(`import fcntl, termios, os
+try:
+    os.open("/dev/tty", os.O_RDWR); print("tty ok")
+except OSError as e:
+    print("tty", e.strerror)
+for fd in (0, 1, 2):
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x"); print("tiocsti", fd, "ok")
+    except OSError as e:
+        print("tiocsti", fd, "failed", e.strerror)
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("tiocsti 0 failed", "tiocsti 1 failed", "tiocsti 2 failed")(t, sbx, res)
+				if strings.Contains(res.Stdout, "tty ok") || strings.Contains(res.Stdout, " ok") {
+					t.Errorf("a terminal was reachable:\n%s", res.Stdout)
+				}
+			},
+		},
+		{
+			name:   "kernel/keyctl",
+			expect: "the host's session keyring (where the test plants a key) is not searchable or readable",
+			code: func() string {
+				return fmt.Sprintf(`import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_keyctl = 250
+KEY_SPEC_SESSION_KEYRING = -3
+KEYCTL_SEARCH, KEYCTL_READ, KEYCTL_GET_KEYRING_ID = 10, 11, 0
+sid = libc.syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0)
+print("session keyring", sid, os.strerror(ctypes.get_errno()) if sid < 0 else "")
+k = libc.syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, b"user", %q, 0)
+if k < 0:
+    print("search failed", os.strerror(ctypes.get_errno()))
+else:
+    buf = ctypes.create_string_buffer(256)
+    n = libc.syscall(SYS_keyctl, KEYCTL_READ, k, buf, 256)
+    print("read", n, buf.raw[:max(n, 0)])
+`, keyName)
+			},
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				t.Logf("observed: %s", res.Stdout)
+				wants("search failed")(t, sbx, res)
+			},
+		},
+		{
+			name:   "kernel/mount",
+			expect: "mount(2) of a tmpfs, a bind of / and a remount of / read-write all fail (no CAP_SYS_ADMIN)",
+			code: fixed(`import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for label, args in [("tmpfs", (b"none", b"/tmp", b"tmpfs", 0, None)),
+                    ("bind", (b"/", b"/work", None, 4096, None)),
+                    ("remount", (None, b"/", None, 32, None))]:
+    r = libc.mount(*args)
+    print("mount", label, "ok" if r == 0 else "failed " + os.strerror(ctypes.get_errno()))
+`),
+			check: wants("mount tmpfs failed", "mount bind failed", "mount remount failed"),
+		},
+		{
+			name:   "kernel/unshare-userns",
+			expect: "a new user namespace (and with it new mount/net namespaces) cannot be made (bwrap --disable-userns)",
+			code: fixed(`import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+for label, flags in [("user", 0x10000000), ("user+mount", 0x10000000 | 0x00020000), ("net", 0x40000000)]:
+    r = libc.unshare(flags)
+    print("unshare", label, "ok" if r == 0 else "failed " + os.strerror(ctypes.get_errno()))
+r = subprocess.run(["unshare", "-Ur", "id", "-u"], capture_output=True, text=True)
+print("unshare cmd", r.returncode, r.stdout.strip(), r.stderr.strip()[:80])
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("unshare user failed", "unshare user+mount failed", "unshare net failed")(t, sbx, res)
+				if strings.Contains(res.Stdout, "unshare cmd 0") {
+					t.Errorf("unshare(1) made a user namespace:\n%s", res.Stdout)
+				}
+			},
+		},
+		{
+			name:   "privilege/setuid",
+			expect: "no new privileges: setuid binaries (su, passwd, mount) run without gaining root; uid 1000, no capabilities",
+			code: fixed(`import os, subprocess
+st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+print("uid", os.getuid(), os.geteuid(), "nnp", st["NoNewPrivs"].strip(), "capeff", st["CapEff"].strip())
+suid = []
+for d in ["/usr/bin", "/usr/sbin", "/usr/lib/dbus-1.0", "/usr/lib/openssh"]:
+    try:
+        for f in os.listdir(d):
+            p = os.path.join(d, f)
+            if os.path.isfile(p) and os.stat(p).st_mode & 0o4000: suid.append(p)
+    except OSError: pass
+print("setuid", suid)
+for cmd in (["su", "-c", "id -u", "root"], ["mount", "-t", "tmpfs", "none", "/mnt"]):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=5)
+        print(cmd[0], "exit", r.returncode, repr(r.stdout.strip()))
+    except Exception as e:
+        print(cmd[0], type(e).__name__)
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("uid 1000 1000 nnp 1 capeff 0000000000000000")(t, sbx, res)
+				if strings.Contains(res.Stdout, "exit 0") {
+					t.Errorf("a setuid program succeeded:\n%s", res.Stdout)
+				}
+			},
+		},
+		{
+			name:   "dev/minimal",
+			expect: "/dev holds only null, zero, full, random, urandom, tty, console-less pts/ptmx, shm and the std links: no disks, /dev/mem, kmsg",
+			code: fixed(`import os
+print("dev", sorted(os.listdir("/dev")))
+for p in ["/dev/mem", "/dev/kmsg", "/dev/sda", "/dev/vda", "/dev/nvme0", "/dev/kvm", "/dev/fuse", "/dev/net/tun"]:
+    print(p, os.path.exists(p))
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				t.Logf("observed: %s", res.Stdout)
+				if strings.Contains(res.Stdout, " True") {
+					t.Errorf("a host device is visible:\n%s", res.Stdout)
+				}
+			},
+		},
+	}
+}
+
+// stillWorks runs a trivial step in sbx after a hostile one.
+func stillWorks(t *testing.T, sbx sandbox.Sandbox) {
+	t.Helper()
+	res := runScript(t, sbx, "print(6 * 7)", 30*time.Second)
+	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "42" {
+		t.Errorf("the next step failed: exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// otherConversation is another conversation's sandbox, with a file the
+// shared cases try to reach.
+var otherConversation sandbox.Sandbox
+
+func TestHostileScript(t *testing.T) {
+	otherConversation = newSandbox(t, sandbox.Options{})
+	if err := otherConversation.WriteFile(t.Context(), "/work/other.txt", strings.NewReader(host.secret)); err != nil {
+		t.Fatal(err)
+	}
+	plantKey(t)
+	for _, c := range hostileCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			opt := sandbox.Options{}
+			if c.own != nil {
+				opt = *c.own
+			}
+			sbx := newSandbox(t, opt)
+			timeout := c.timeout
+			if timeout == 0 {
+				timeout = 30 * time.Second
+			}
+			res := runScript(t, sbx, c.code(), timeout)
+			if t.Failed() || testing.Verbose() {
+				t.Logf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, clip(res.Stdout), clip(res.Stderr))
+			}
+			c.check(t, sbx, res)
+		})
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 2000 {
+		return s[:1000] + "\n...\n" + s[len(s)-1000:]
+	}
+	return s
+}
+
+func reverse(s string) string {
+	r := []rune(s)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return string(r)
+}
