@@ -119,7 +119,11 @@ func printSessions(w io.Writer, rows []sessionRow, now time.Time) error {
 			fmt.Fprintf(tw, "%s\t(damaged: run terp sessions show %s)\t\t\t\n", r.ID, r.ID)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, sanitize.Terminal(r.Title), sanitize.Terminal(r.Model), r.Steps, ago(now.Sub(r.LastActivity)))
+		title := sanitize.Terminal(r.Title)
+		if title == "" {
+			title = "(no question yet)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, title, sanitize.Terminal(r.Model), r.Steps, ago(now.Sub(r.LastActivity)))
 	}
 	return tw.Flush()
 }
