@@ -21,6 +21,7 @@ import (
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/tui"
 )
 
 // doctorOptions holds what `terp doctor` needs.
@@ -429,8 +430,18 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 	default:
 		c.Status = checkOK
 		c.Detail = fmt.Sprintf("%s sandbox ran Python %s", cfg.Sandbox, strings.TrimSpace(strings.TrimPrefix(out.Stdout, "terp-doctor ")))
+		if l, ok := backend.(limitsReporter); ok {
+			c.Detail += fmt.Sprintf("; memory (%s) and process (%d) limits by %s, file size by rlimit",
+				tui.SizeText(cfg.MemoryLimit), cfg.ProcessLimit, l.LimitsMechanism())
+		}
 	}
 	return c
+}
+
+// limitsReporter is a backend that can say how it enforces the sandbox's
+// resource limits (the local one: cgroup v2, cgroup v1 or rlimits).
+type limitsReporter interface {
+	LimitsMechanism() string
 }
 
 // failure is the check for an error: what happened, and what to do.

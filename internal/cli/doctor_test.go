@@ -48,7 +48,7 @@ func TestDoctorHealthyServer(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"✓ configuration", "✓ endpoint", "serves 1 model", "✓ model", "test-model is served",
-		"✓ tool calling", "native tool calls", "✓ sandbox", "ran Python 3.", "All checks passed."} {
+		"✓ tool calling", "native tool calls", "✓ sandbox", "ran Python 3.", "limits by ", "All checks passed."} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
