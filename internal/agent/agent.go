@@ -7,7 +7,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -231,7 +230,7 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		return res, fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
 	}
 	if len(a.history) == 0 {
-		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(visible(files))})
+		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(Visible(files))})
 		a.uploaded = nil
 	}
 	a.turnStart = len(a.history)
@@ -358,7 +357,7 @@ func (a *Agent) snapshot(ctx context.Context, saved *[]sandbox.FileInfo) error {
 		return fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
 	}
 	seen := make(map[string]stamp, len(files))
-	for _, f := range visible(files) {
+	for _, f := range Visible(files) {
 		st := stamp{size: f.Size, modTime: f.ModTime}
 		seen[f.Path] = st
 		if old, ok := a.stamps[f.Path]; saved != nil && (!ok || old != st) {
@@ -369,8 +368,10 @@ func (a *Agent) snapshot(ctx context.Context, saved *[]sandbox.FileInfo) error {
 	return nil
 }
 
-// visible drops terp's own files from a listing.
-func visible(files []sandbox.FileInfo) []sandbox.FileInfo {
+// Visible drops terp's own files (the script, the kernel's worker, caches
+// under /work/.terp) from a listing of /work: they are neither shown to the
+// model and the user nor downloaded.
+func Visible(files []sandbox.FileInfo) []sandbox.FileInfo {
 	out := files[:0:0]
 	for _, f := range files {
 		if f.Path == kernel.InternalDir || strings.HasPrefix(f.Path, kernel.InternalDir+"/") {
@@ -379,10 +380,4 @@ func visible(files []sandbox.FileInfo) []sandbox.FileInfo {
 		out = append(out, f)
 	}
 	return out
-}
-
-// IsCancelled reports whether err ended a turn because its context was
-// cancelled (Ctrl+C) rather than because something failed.
-func IsCancelled(err error) bool {
-	return errors.Is(err, context.Canceled)
 }

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,7 +204,7 @@ func TestCancelStopsTheRun(t *testing.T) {
 			time.AfterFunc(300*time.Millisecond, cancel)
 		}
 	})
-	if !agent.IsCancelled(err) || res.StopReason != agent.Cancelled {
+	if !errors.Is(err, context.Canceled) || res.StopReason != agent.Cancelled {
 		t.Fatalf("Ask = %+v, %v; want cancelled", res, err)
 	}
 }

@@ -508,13 +508,7 @@ func (s *session) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := all[:0]
-	for _, f := range all {
-		if f.Path != kernel.InternalDir && !strings.HasPrefix(f.Path, kernel.InternalDir+"/") {
-			files = append(files, f)
-		}
-	}
-	return files, nil
+	return agent.Visible(all), nil
 }
 
 // Close stops the runner, pauses the sandbox so that a later command can
