@@ -36,9 +36,37 @@ type Options struct {
 	// sandbox refuses new commands and may be removed.
 	Timeout time.Duration
 	Limits  Limits
-	// Network enables outbound network access. Off by default.
-	Network bool
+	// Network says what outbound traffic the code may make. The zero value
+	// is no network at all.
+	Network Network
 }
+
+// NetworkMode is one of the egress modes users choose with --network.
+type NetworkMode string
+
+// The egress modes. NetworkNone is the default.
+const (
+	// NetworkNone gives the code no network beyond its own loopback.
+	NetworkNone NetworkMode = "none"
+	// NetworkAllowlist lets the code reach the names in Network.Allow over
+	// HTTP(S), through a proxy that resolves names itself and refuses
+	// private, loopback and link-local addresses.
+	NetworkAllowlist NetworkMode = "allowlist"
+	// NetworkFull gives the code the host's network.
+	NetworkFull NetworkMode = "full"
+)
+
+// Network is a sandbox's egress policy.
+type Network struct {
+	// Mode is NetworkNone when empty.
+	Mode NetworkMode `json:"mode,omitempty"`
+	// Allow lists the host names NetworkAllowlist lets through; a leading
+	// "*." matches any subdomain.
+	Allow []string `json:"allow,omitempty"`
+}
+
+// Off reports whether the code gets no network at all.
+func (n Network) Off() bool { return n.Mode == "" || n.Mode == NetworkNone }
 
 // ExecOptions configure one command.
 type ExecOptions struct {

@@ -232,7 +232,7 @@ func seconds(d time.Duration) int {
 func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sandbox, error) {
 	var out sandboxResponse
 	err := b.call(ctx, request{method: http.MethodPost, path: pathSandboxes, json: createRequest{
-		TemplateID: b.cfg.Template, Timeout: seconds(opt.Timeout), Network: opt.Network,
+		TemplateID: b.cfg.Template, Timeout: seconds(opt.Timeout), Network: wireNetwork(opt.Network),
 		MemoryBytes: opt.Limits.MemoryBytes, Processes: opt.Limits.Processes, FileSizeBytes: opt.Limits.FileSizeBytes,
 	}}, &out, 1<<20)
 	if err != nil {
@@ -529,4 +529,12 @@ func (w *stdinWriter) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return w.p.s.b.call(ctx, w.p.req(http.MethodDelete, pathStdin), nil, 0)
+}
+
+// wireNetwork is the create request's network field: absent for none.
+func wireNetwork(n sandbox.Network) *networkSpec {
+	if n.Off() {
+		return nil
+	}
+	return &networkSpec{Mode: string(n.Mode), Allow: n.Allow}
 }

@@ -73,12 +73,19 @@ const (
 type createRequest struct {
 	TemplateID string `json:"templateID"`
 	// Timeout is the sandbox's lifetime in seconds.
-	Timeout int  `json:"timeout"`
-	Network bool `json:"network,omitempty"` // outbound network; off by default
+	Timeout int `json:"timeout"`
+	// Network is the egress policy; absent means none.
+	Network *networkSpec `json:"network,omitempty"`
 	// Limits; zero means the server's default.
 	MemoryBytes   int64 `json:"memoryBytes,omitempty"`
 	Processes     int   `json:"processes,omitempty"`
 	FileSizeBytes int64 `json:"fileSizeBytes,omitempty"`
+}
+
+// networkSpec is sandbox.Network on the wire.
+type networkSpec struct {
+	Mode  string   `json:"mode"` // "none", "allowlist" or "full"
+	Allow []string `json:"allow,omitempty"`
 }
 
 type sandboxResponse struct {

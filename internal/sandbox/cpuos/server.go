@@ -168,7 +168,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	sbx, err := s.backend.Create(r.Context(), sandbox.Options{
 		Timeout: time.Duration(req.Timeout) * time.Second,
-		Network: req.Network,
+		Network: req.Network.policy(),
 		Limits:  sandbox.Limits{MemoryBytes: req.MemoryBytes, Processes: req.Processes, FileSizeBytes: req.FileSizeBytes},
 	})
 	if err != nil {
@@ -368,4 +368,12 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, p *servedProc) {
 		resp.Error = err.Error()
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// policy is the egress policy a create request asks for.
+func (n *networkSpec) policy() sandbox.Network {
+	if n == nil {
+		return sandbox.Network{}
+	}
+	return sandbox.Network{Mode: sandbox.NetworkMode(n.Mode), Allow: n.Allow}
 }

@@ -197,7 +197,7 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 	limits := s.meta.Limits
 
 	args := []string{b.cfg.BwrapPath, "--unshare-all"}
-	if s.meta.Network {
+	if s.meta.Network.Mode == sandbox.NetworkFull {
 		args = append(args, "--share-net")
 	}
 	args = append(args,
@@ -209,7 +209,7 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 		"--die-with-parent", "--new-session", "--clearenv",
 		"--cap-drop", "ALL", "--hostname", hostname)
 	args = append(args, b.layout...)
-	if s.meta.Network {
+	if s.meta.Network.Mode == sandbox.NetworkFull {
 		for _, f := range netEtcFiles {
 			args = append(args, "--ro-bind-try", "/etc/"+f, "/etc/"+f)
 		}

@@ -71,7 +71,7 @@ func TestNoNetwork(t *testing.T) {
 
 func TestNetworkOption(t *testing.T) {
 	t.Parallel()
-	s := newSandbox(t, sandbox.Options{Network: true})
+	s := newSandbox(t, sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkFull}})
 	port, connected := listen(t)
 	res := runPython(t, s, "main.py", fmt.Sprintf(netProbe, port), sandbox.ExecOptions{})
 	if !strings.Contains(res.Stdout, "connect: ok") || !connected() {

@@ -155,11 +155,11 @@ func (s *Sandbox) untrack(p *proc) {
 // meta is what a sandbox directory remembers about its sandbox, so that a
 // later terp process can resume it with the same limits.
 type meta struct {
-	ID      string         `json:"id"`
-	Created time.Time      `json:"created"`
-	Timeout time.Duration  `json:"timeout"`
-	Limits  sandbox.Limits `json:"limits"`
-	Network bool           `json:"network"`
+	ID      string          `json:"id"`
+	Created time.Time       `json:"created"`
+	Timeout time.Duration   `json:"timeout"`
+	Limits  sandbox.Limits  `json:"limits"`
+	Network sandbox.Network `json:"egress"`
 	// Deadline ends the sandbox's lifetime, counted from its creation or
 	// its last resume. Paused is set while nothing runs in it: a paused
 	// sandbox costs only disk and does not expire, while one left running
