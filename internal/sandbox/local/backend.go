@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// BwrapPath is the bubblewrap binary. Empty means "bwrap" looked up in
 	// PATH.
 	BwrapPath string
+	// EgressOptions are passed to the allowlist mode's proxy; tests use them
+	// to stand a loopback server in for a public host.
+	EgressOptions []egress.Option
 }
 
 // Backend creates bubblewrap sandboxes under one root directory. It is safe
@@ -149,6 +153,17 @@ func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sand
 }
 
 func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, error) {
+	switch opt.Network.Mode {
+	case "", sandbox.NetworkNone, sandbox.NetworkFull:
+	case sandbox.NetworkAllowlist:
+		for _, p := range opt.Network.Allow {
+			if err := egress.ValidPattern(p); err != nil {
+				return nil, fmt.Errorf("create sandbox: network allowlist: %w", err)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("create sandbox: unknown network mode %q (want none, allowlist or full)", opt.Network.Mode)
+	}
 	m := meta{
 		Created: time.Now().UTC(),
 		Timeout: opt.Timeout,
@@ -235,7 +250,7 @@ func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	return &Sandbox{
+	s := &Sandbox{
 		b:        b,
 		id:       m.ID,
 		dir:      dir,
@@ -244,7 +259,16 @@ func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
 		cgroup:   cg,
 		deadline: m.Deadline,
 		procs:    make(map[*proc]struct{}),
-	}, nil
+	}
+	if m.Network.Mode == sandbox.NetworkAllowlist {
+		if s.egress, err = startEgress(dir, m.Network.Allow, b.cfg.EgressOptions); err != nil {
+			if cg != nil {
+				_ = cg.remove()
+			}
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // idPattern is what newID makes. Resume checks it so that a session id can

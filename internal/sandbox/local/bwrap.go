@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -71,8 +72,8 @@ var etcFiles = []string{
 	"mime.types",
 }
 
-// netEtcFiles are added when the sandbox has network access, for name
-// resolution and TLS.
+// netEtcFiles are added when the sandbox has network access (full or
+// allowlist), for name resolution and TLS.
 var netEtcFiles = []string{
 	"resolv.conf", "gai.conf", "host.conf",
 	"ssl", "ca-certificates", "pki", "crypto-policies",
@@ -209,10 +210,13 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 		"--die-with-parent", "--new-session", "--clearenv",
 		"--cap-drop", "ALL", "--hostname", hostname)
 	args = append(args, b.layout...)
-	if s.meta.Network.Mode == sandbox.NetworkFull {
+	if !s.meta.Network.Off() {
 		for _, f := range netEtcFiles {
 			args = append(args, "--ro-bind-try", "/etc/"+f, "/etc/"+f)
 		}
+	}
+	if s.egress != nil {
+		args = append(args, "--ro-bind", s.egress.socket, egress.SocketPath)
 	}
 	etc := filepath.Join(s.dir, "etc")
 	for _, name := range slices.Sorted(maps.Keys(synthesizedEtc)) {
@@ -238,6 +242,11 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 	for _, kv := range env() {
 		args = append(args, "--setenv", kv[0], kv[1])
 	}
+	if s.egress != nil {
+		for _, kv := range egress.Env() {
+			args = append(args, "--setenv", kv[0], kv[1])
+		}
+	}
 	for _, kv := range opt.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -247,7 +256,11 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 	}
 	args = append(args, control...)
 	args = append(args, "--")
-	args = append(args, s.resolveCommand(cmd)...)
+	cmd = s.resolveCommand(cmd)
+	if s.egress != nil {
+		cmd = egress.Wrap(s.b.cfg.Python, cmd)
+	}
+	args = append(args, cmd...)
 	return args, nil
 }
 

@@ -23,7 +23,8 @@ type Sandbox struct {
 	dir    string // <Root>/<id> on the host
 	work   string // <Root>/<id>/work, bound at /work
 	meta   meta
-	cgroup *cgroup // nil when limits are rlimits only
+	cgroup *cgroup      // nil when limits are rlimits only
+	egress *egressProxy // nil unless the network mode is allowlist
 
 	mu       sync.Mutex
 	state    state
@@ -77,6 +78,7 @@ func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 	s.mu.Unlock()
 
 	err := s.stopAll(ctx)
+	s.egress.close()
 	if werr := writeMeta(s.dir, m); werr != nil {
 		err = errors.Join(err, fmt.Errorf("pause sandbox %s: %w", s.id, werr))
 	}
@@ -95,6 +97,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Unlock()
 
 	err := s.stopAll(ctx)
+	s.egress.close()
 	if rmErr := removeTree(s.dir); rmErr != nil {
 		err = errors.Join(err, fmt.Errorf("remove sandbox %s: %w", s.id, rmErr))
 	}

@@ -1,0 +1,67 @@
+# terp's egress bridge: the inside half of the allowlist mode (see bridge.go).
+# Usage: python3 -I -S -c SCRIPT PORT SOCKET -- COMMAND...
+# It listens on 127.0.0.1:PORT in the sandbox's own network namespace, leaves
+# a daemon behind that forwards each connection to the proxy's Unix SOCKET,
+# and then becomes COMMAND (exec), so the command keeps this process's pid,
+# signals, streams and exit status. The daemon is double-forked, so that it is
+# not the command's child: the kernel worker kills its own descendants after
+# every run, and the daemon must outlive runs. It dies with the sandbox.
+import os, socket, sys, threading
+
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+def serve(listener, path):
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            continue
+        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            up.connect(path)
+        except OSError:
+            conn.close()
+            up.close()
+            continue
+        for a, b in ((conn, up), (up, conn)):
+            threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+def main():
+    port, path, sep, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+    if sep != "--" or not cmd:
+        sys.exit("usage: bridge PORT SOCKET -- COMMAND...")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(128)
+    pid = os.fork()
+    if pid == 0:
+        if os.fork() == 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.setsid()
+            serve(listener, path)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    listener.close()
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as e:
+        sys.stderr.write("%s: %s\n" % (cmd[0], e.strerror))
+        sys.exit(127 if e.errno == 2 else 126)
+
+main()
