@@ -31,6 +31,8 @@ type Config struct {
 	Timeout time.Duration
 	// ExecMode is how the runner runs code; the model is told.
 	ExecMode kernel.Mode
+	// Network is what the sandbox lets the code reach; the model is told.
+	Network sandbox.Network
 	// Checkpoint, when set, is called after every completed step with the
 	// conversation so far, so that it can be saved: a terp killed mid-step
 	// then loses at most that step. An error from it ends the turn.

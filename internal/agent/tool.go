@@ -16,16 +16,17 @@ import (
 const ToolName = "run_python"
 
 // toolDescriptions tell the model how its code runs, per execution mode.
+// The %s is the sentence about the network (see networkSentence).
 var toolDescriptions = map[kernel.Mode]string{
 	kernel.ModeScript: "Run a Python 3 script in an isolated sandbox. Files are in /work, " +
 		"which is the working directory. Each call runs as a new process: variables do not " +
-		"survive between calls, files in /work do. There is no network. numpy, pandas and " +
+		"survive between calls, files in /work do. %s numpy, pandas and " +
 		"matplotlib are installed. Returns exit_code, stdout and stderr (long output is cut " +
 		"in the middle) and the files the script saved.",
 	kernel.ModeKernel: "Run Python 3 code in a persistent session in an isolated sandbox, like a " +
 		"notebook cell: variables, imports and functions from earlier calls are still defined, " +
 		"and the value of a last bare expression is shown (end it with ; to hide it). Files are " +
-		"in /work, the working directory. There is no network. numpy, pandas and matplotlib " +
+		"in /work, the working directory. %s numpy, pandas and matplotlib " +
 		"are installed; matplotlib figures are saved as PNG files in /work when you call " +
 		"plt.show() or leave them open (or save them yourself with plt.savefig). Returns " +
 		"exit_code, stdout and stderr (long output is cut in the middle), the files saved, and " +
@@ -35,8 +36,25 @@ var toolDescriptions = map[kernel.Mode]string{
 var toolParameters = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string",` +
 	`"description":"The complete Python source to run."}},"required":["code"]}`)
 
-func tools(mode kernel.Mode) []llm.Tool {
-	return []llm.Tool{{Name: ToolName, Description: toolDescriptions[mode], Parameters: toolParameters}}
+func tools(mode kernel.Mode, network sandbox.Network) []llm.Tool {
+	desc := fmt.Sprintf(toolDescriptions[mode], networkSentence(network))
+	return []llm.Tool{{Name: ToolName, Description: desc, Parameters: toolParameters}}
+}
+
+// networkSentence tells the model what its code may reach, so that it neither
+// tries downloads that cannot work nor gives up on ones that can.
+func networkSentence(n sandbox.Network) string {
+	switch n.Mode {
+	case sandbox.NetworkFull:
+		return "The network is available."
+	case sandbox.NetworkAllowlist:
+		if len(n.Allow) == 0 {
+			return "There is no network."
+		}
+		return "The network is limited to HTTP(S) to " + strings.Join(n.Allow, ", ") +
+			", through a proxy already set in the environment (pip install works when the package index is listed)."
+	}
+	return "There is no network."
 }
 
 // systemPrompt follows the seed: a data analyst that computes every number

@@ -281,6 +281,7 @@ func (s *session) create(ctx context.Context) error {
 			Processes:     s.cfg.ProcessLimit,
 			FileSizeBytes: s.cfg.FileSizeLimit,
 		},
+		Network: networkPolicy(s.cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("create the %s sandbox: %w", s.cfg.Sandbox, err)
@@ -297,6 +298,7 @@ func (s *session) newAgent() *agent.Agent {
 		MaxSteps:   s.cfg.MaxSteps,
 		Timeout:    s.cfg.Timeout,
 		ExecMode:   kernel.Mode(s.cfg.ExecMode),
+		Network:    networkPolicy(s.cfg),
 		Checkpoint: s.checkpoint,
 	}))
 }
@@ -578,4 +580,13 @@ func removeConversation(ctx context.Context, f *Factory, cfg *config.Config, st 
 		}
 	}
 	return st.Remove(conv.ID)
+}
+
+// networkPolicy is the sandbox's egress policy the configuration asks for.
+func networkPolicy(cfg *config.Config) sandbox.Network {
+	n := sandbox.Network{Mode: sandbox.NetworkMode(cfg.Network)}
+	if n.Mode == sandbox.NetworkAllowlist {
+		n.Allow = cfg.NetworkAllow
+	}
+	return n
 }

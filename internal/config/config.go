@@ -52,6 +52,9 @@ type Config struct {
 	MaxTokens       int           // Most tokens one question may use; 0 means no cap.
 	MaxTime         time.Duration // Longest one question may take; 0 means no cap.
 
+	Network      string   // What the code may reach: "none", "allowlist" or "full".
+	NetworkAllow []string // Hosts the allowlist mode lets through.
+
 	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string // --sandbox cpuos: API root, template, variable holding the key.
 
 	apiKey     string    // api_key from the file, TERP_API_KEY or a flag; see APIKey

@@ -1,5 +1,11 @@
 package config
 
+import (
+	"strings"
+
+	"github.com/terpdev/terp/internal/egress"
+)
+
 // Key describes one setting for help text and documentation: the CLI can build its flag
 // help from it, and init and show are driven by the same table, so they cannot disagree.
 type Key struct {
@@ -45,12 +51,19 @@ var fields = []field{
 	{Key: Key{"cpuos_url", "TERP_CPUOS_URL", "cpuos-url", "http://127.0.0.1:8377", "cpuos API root for --sandbox cpuos (the default is where terp sandbox serve listens)."}, bind: func(c *Config) value { return urlValue{&c.CpuosURL} }},
 	{Key: Key{"cpuos_template", "TERP_CPUOS_TEMPLATE", "cpuos-template", "python", "cpuos sandbox template (the seed's python: CPython, numpy, pandas, matplotlib)."}, bind: func(c *Config) value { return stringValue{&c.CpuosTemplate, true} }},
 	{Key: Key{"cpuos_api_key_env", "", "", "CPUOS_API_KEY", "Environment variable that holds the cpuos API key."}, bind: func(c *Config) value { return envNameValue{&c.CpuosAPIKeyEnv} }},
+	{Key: Key{"network", "TERP_NETWORK", "network", "none",
+		"What the code may reach: none, allowlist (HTTP(S) to network_allow's hosts, through terp's proxy) or full (the host's network)."},
+		bind: func(c *Config) value { return choiceValue{&c.Network, networkModes} }},
+	{Key: Key{"network_allow", "TERP_NETWORK_ALLOW", "network-allow", strings.Join(egress.DefaultAllow, ","),
+		"Hosts the allowlist mode lets through (comma-separated; *.example.com for its subdomains)."},
+		more: "The default lets `pip install` reach the Python package index. Addresses are never allowed: the proxy resolves names and refuses private ones.",
+		bind: func(c *Config) value { return hostsValue(&c.NetworkAllow) }},
 	{Key: Key{"exec_mode", "TERP_EXEC_MODE", "exec-mode", "kernel",
 		"How code runs: kernel (one persistent Python per conversation; variables survive) or script (a new Python per step)."},
 		bind: func(c *Config) value { return choiceValue{&c.ExecMode, execModes} }},
 	{Key: Key{"prewarm", "TERP_PREWARM", "prewarm", "numpy,pandas,matplotlib",
 		"Modules the kernel imports while the model thinks about the first step (comma-separated; empty for none)."},
-		bind: func(c *Config) value { return modulesValue{&c.Prewarm} }},
+		bind: func(c *Config) value { return modulesValue(&c.Prewarm) }},
 	{Key: Key{"max_steps", "TERP_MAX_STEPS", "max-steps", "8",
 		"Most model turns per question before terp stops without an answer."},
 		bind: func(c *Config) value { return intValue{&c.MaxSteps, 1} }},
@@ -110,6 +123,9 @@ var fields = []field{
 // before their backends exist so a config file written today keeps working; the CLI
 // reports a backend that is not built.
 var sandboxes = []string{"local", "docker", "cpuos"}
+
+// networkModes are the egress modes of package sandbox.
+var networkModes = []string{"none", "allowlist", "full"}
 
 // execModes are the ways code can run; package kernel implements both.
 var execModes = []string{"kernel", "script"}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/terpdev/terp/internal/egress"
 )
 
 // value is one Config field seen through the forms a setting can take. Environment
@@ -414,50 +416,68 @@ func (v dirValue) literal() string { return strconv.Quote(*v.p) }
 // moduleName is a dotted Python module path such as "matplotlib.pyplot".
 var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
-// modulesValue holds a list of Python module names. In the environment and on
-// the command line it is written comma-separated; in the file as an array.
-// An empty list is allowed: it turns prewarming off.
-type modulesValue struct{ p *[]string }
-
-func (v modulesValue) set(s string) error {
-	var mods []string
-	for _, m := range strings.Split(s, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			mods = append(mods, m)
-		}
-	}
-	return v.store(mods)
+// listValue holds a list of names: Python modules, or host names. In the
+// environment and on the command line it is written comma-separated; in the
+// file as an array. An empty list is allowed (no prewarming; an allowlist
+// that lets nothing through).
+type listValue struct {
+	p     *[]string
+	valid func(string) bool
+	want  string // what an item must be, e.g. `Python module names such as "numpy"`
+	array string // the same as a TOML array, for the error when the file has none
 }
 
-func (v modulesValue) store(mods []string) error {
-	for _, m := range mods {
-		if !moduleName.MatchString(m) {
-			return &invalid{want: `Python module names such as "numpy" or "matplotlib.pyplot"`, got: strconv.Quote(m)}
+// modulesValue is a list of Python module names.
+func modulesValue(p *[]string) listValue {
+	return listValue{p: p, valid: moduleName.MatchString,
+		want: `Python module names such as "numpy" or "matplotlib.pyplot"`, array: `an array of module names such as ["numpy", "pandas"]`}
+}
+
+// hostsValue is a list of host names and *.domain patterns.
+func hostsValue(p *[]string) listValue {
+	return listValue{p: p, valid: func(h string) bool { return egress.ValidPattern(h) == nil },
+		want: `host names such as "pypi.org" or "*.example.com"`, array: `an array of host names such as ["pypi.org", "files.pythonhosted.org"]`}
+}
+
+func (v listValue) set(s string) error {
+	var items []string
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			items = append(items, m)
 		}
 	}
-	*v.p = mods
+	return v.store(items)
+}
+
+func (v listValue) store(items []string) error {
+	for _, m := range items {
+		if !v.valid(m) {
+			return &invalid{want: v.want, got: strconv.Quote(m)}
+		}
+	}
+	*v.p = items
 	return nil
 }
 
-func (v modulesValue) decode(x any) error {
+func (v listValue) decode(x any) error {
 	items, ok := x.([]any)
 	if !ok {
-		return &invalid{want: `an array of module names such as ["numpy", "pandas"]`, got: describeTOML(x)}
+		return &invalid{want: v.array, got: describeTOML(x)}
 	}
-	mods := make([]string, 0, len(items))
+	list := make([]string, 0, len(items))
 	for _, it := range items {
 		s, ok := it.(string)
 		if !ok {
 			return &invalid{want: "an array of strings", got: "an element " + describeTOML(it)}
 		}
-		mods = append(mods, s)
+		list = append(list, s)
 	}
-	return v.store(mods)
+	return v.store(list)
 }
 
-func (v modulesValue) String() string { return strings.Join(*v.p, ",") }
+func (v listValue) String() string { return strings.Join(*v.p, ",") }
 
-func (v modulesValue) literal() string {
+func (v listValue) literal() string {
 	quoted := make([]string, len(*v.p))
 	for i, m := range *v.p {
 		quoted[i] = strconv.Quote(m)
