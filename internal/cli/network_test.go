@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/terpdev/terp/internal/llm/llmtest"
+)
+
+// --network allowlist from the flag reaches the sandbox (the code finds the
+// proxy and is refused a host not on the list, with the reason) and the
+// model (its tool description names the hosts).
+func TestAskNetworkAllowlist(t *testing.T) {
+	code := `import os, urllib.request
+print("proxy", os.environ.get("HTTPS_PROXY"))
+try:
+    urllib.request.urlopen("https://not-allowed.test/", timeout=10)
+except Exception as e:
+    print("fetch:", e)
+`
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(code)), answerFromTool(t))
+	r := terp(t, serverEnv(s), "", "ask", "--network", "allowlist", "--network-allow", "example.org,*.example.net", "Fetch it")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"proxy http://127.0.0.1:3128", "403 Forbidden (not-allowed.test is not in the sandbox's allowlist (example.org, *.example.net)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("answer lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	desc := s.Requests()[0].Tools[0].Function.Description
+	if !strings.Contains(desc, "limited to HTTP(S) to example.org, *.example.net") {
+		t.Errorf("tool description does not name the allowed hosts:\n%s", desc)
+	}
+
+	bad := terp(t, serverEnv(s), "", "ask", "--network", "allowlist", "--network-allow", "10.0.0.1", "x")
+	if bad.code != 2 || !strings.Contains(bad.stderr, "network_allow") {
+		t.Errorf("an address in the allowlist: exit %d, stderr:\n%s", bad.code, bad.stderr)
+	}
+}
+
+// The default tells the model there is no network, and the code finds none.
+func TestAskNetworkNoneByDefault(t *testing.T) {
+	code := `import os, socket
+print("proxy", os.environ.get("HTTPS_PROXY"))
+try:
+    socket.getaddrinfo("pypi.org", 443); print("dns ok")
+except OSError:
+    print("dns failed")
+`
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(code)), answerFromTool(t))
+	r := terp(t, serverEnv(s), "", "ask", "Fetch it")
+	if r.code != 0 || !strings.Contains(r.stdout, "proxy None") || !strings.Contains(r.stdout, "dns failed") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if desc := s.Requests()[0].Tools[0].Function.Description; !strings.Contains(desc, "There is no network.") {
+		t.Errorf("tool description:\n%s", desc)
+	}
+}
