@@ -1,8 +1,11 @@
 package local
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,8 +25,16 @@ import (
 // code and the proxy (namespace, bridge, socket, environment) is real.
 func fakeInternet(t *testing.T) (*Backend, int) {
 	t.Helper()
+	wheel := demoWheel(t)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = fmt.Fprintf(w, "hello from %s", r.Host)
+		switch r.URL.Path {
+		case "/simple/terpdemo/":
+			_, _ = fmt.Fprint(w, `<a href="/packages/terpdemo-1.0-py3-none-any.whl">terpdemo-1.0-py3-none-any.whl</a>`)
+		case "/packages/terpdemo-1.0-py3-none-any.whl":
+			_, _ = w.Write(wheel)
+		default:
+			_, _ = fmt.Fprintf(w, "hello from %s", r.Host)
+		}
 	})
 	tlsSrv := httptest.NewTLSServer(hello)
 	t.Cleanup(tlsSrv.Close)
@@ -160,6 +171,51 @@ urllib.request.urlopen("https://pypi.org/", context=ssl._create_unverified_conte
 		if !strings.Contains(res.Stdout, "hello from pypi.org") {
 			t.Fatalf("run %d: %+v", i+1, res)
 		}
+	}
+}
+
+// demoWheel is a minimal pure-Python wheel: module terpdemo with VALUE = 42.
+func demoWheel(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	z := zip.NewWriter(&buf)
+	for _, f := range []struct{ name, body string }{
+		{"terpdemo/__init__.py", "VALUE = 42\n"},
+		{"terpdemo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: terpdemo\nVersion: 1.0\n"},
+		{"terpdemo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: terp-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+		{"terpdemo-1.0.dist-info/RECORD", "terpdemo/__init__.py,,\nterpdemo-1.0.dist-info/METADATA,,\nterpdemo-1.0.dist-info/WHEEL,,\nterpdemo-1.0.dist-info/RECORD,,\n"},
+	} {
+		w, err := z.Create(f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(w, f.body)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// pip install goes through the proxy into /work/.terp/python, and what it
+// installed is importable in the next command: the allowlist's purpose.
+func TestEgressPipInstall(t *testing.T) {
+	t.Parallel()
+	b, _ := fakeInternet(t)
+	sb, err := b.Create(t.Context(), sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	// Plain HTTP, because the stand-in index's certificate is httptest's.
+	res, err := sb.Exec(t.Context(), []string{"python3", "-m", "pip", "install", "--index-url", "http://pypi.org/simple",
+		"--trusted-host", "pypi.org", "terpdemo"}, sandbox.ExecOptions{Timeout: 2 * time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("pip install: exit %d %v\n%s%s", res.ExitCode, err, res.Stdout, res.Stderr)
+	}
+	res, err = sb.Exec(t.Context(), []string{"python3", "-c", "import terpdemo; print(terpdemo.VALUE, terpdemo.__file__)"}, sandbox.ExecOptions{})
+	if err != nil || !strings.Contains(res.Stdout, "42 "+egress.UserBase) {
+		t.Errorf("import after install: %q %q %v", res.Stdout, res.Stderr, err)
 	}
 }
 
