@@ -65,6 +65,18 @@ func fakeInternet(t *testing.T) (*Backend, int) {
 	return b, tlsSrv.Listener.Addr().(*net.TCPAddr).Port
 }
 
+// allowlistSandbox creates a sandbox of b in the allowlist mode that is
+// closed when the test ends.
+func allowlistSandbox(t *testing.T, b *Backend, allow ...string) *Sandbox {
+	t.Helper()
+	sb, err := b.Create(t.Context(), sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	return sb.(*Sandbox)
+}
+
 // egressProbe fetches through whatever proxy the environment names, the way
 // the model's code would, and tries the ways around it.
 const egressProbe = `
@@ -98,12 +110,7 @@ except OSError:
 func TestEgressAllowlist(t *testing.T) {
 	t.Parallel()
 	b, hostPort := fakeInternet(t)
-	sb, err := b.Create(t.Context(), sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org", "*.pypi.org"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sb.(*Sandbox)
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := allowlistSandbox(t, b, "pypi.org", "*.pypi.org")
 
 	res := runPython(t, s, "probe.py", fmt.Sprintf(egressProbe, hostPort), sandbox.ExecOptions{Timeout: time.Minute})
 	t.Log(res.Stdout, res.Stderr)
@@ -124,9 +131,8 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Errorf("probe exited %d", res.ExitCode)
 	}
 
-	// The bridge is the command's parent only until it execs: exit codes
-	// and a missing command come through as without it.
-	res, err = s.Exec(t.Context(), []string{"sh", "-c", "exit 7"}, sandbox.ExecOptions{})
+	// The bridge becomes the command (exec), so exit codes come through.
+	res, err := s.Exec(t.Context(), []string{"sh", "-c", "exit 7"}, sandbox.ExecOptions{})
 	if err != nil || res.ExitCode != 7 {
 		t.Errorf("exit 7 through the bridge: %d %v", res.ExitCode, err)
 	}
@@ -151,11 +157,7 @@ func TestEgressAllowlist(t *testing.T) {
 func TestEgressAllowlistKernel(t *testing.T) {
 	t.Parallel()
 	b, _ := fakeInternet(t)
-	sb, err := b.Create(t.Context(), sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	sb := allowlistSandbox(t, b, "pypi.org")
 	k, err := kernel.Start(t.Context(), sb, kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -202,11 +204,7 @@ func demoWheel(t *testing.T) []byte {
 func TestEgressPipInstall(t *testing.T) {
 	t.Parallel()
 	b, _ := fakeInternet(t)
-	sb, err := b.Create(t.Context(), sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	sb := allowlistSandbox(t, b, "pypi.org")
 	// Plain HTTP, because the stand-in index's certificate is httptest's.
 	res, err := sb.Exec(t.Context(), []string{"python3", "-m", "pip", "install", "--index-url", "http://pypi.org/simple",
 		"--trusted-host", "pypi.org", "terpdemo"}, sandbox.ExecOptions{Timeout: 2 * time.Minute})
