@@ -57,3 +57,38 @@ except OSError:
 		t.Errorf("tool description:\n%s", desc)
 	}
 }
+
+// A conversation keeps the network its sandbox was made with: --continue
+// without --network keeps the allowlist (the model is told so again), and
+// asking for another is refused with a warning rather than half applied.
+func TestContinueKeepsNetwork(t *testing.T) {
+	home := t.TempDir()
+	var steps []llmtest.Step
+	for range 3 { // three questions, each a run and an answer
+		steps = append(steps, llmtest.Fixed(llmtest.RunPython(`import os; print(os.environ.get("HTTPS_PROXY"))`)), answerFromTool(t))
+	}
+	s := llmtest.New(t, steps...)
+	env := serverEnv(s)
+	env["XDG_DATA_HOME"] = home
+	first := terp(t, env, "", "ask", "--network", "allowlist", "--network-allow", "example.org", "one")
+	if first.code != 0 || !strings.Contains(first.stdout, "http://127.0.0.1:3128") {
+		t.Fatalf("first: exit %d\n%s%s", first.code, first.stdout, first.stderr)
+	}
+	for _, args := range [][]string{
+		{"ask", "-c", "two"},
+		{"ask", "-c", "--network", "none", "three"},
+	} {
+		r := terp(t, env, "", args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "http://127.0.0.1:3128") {
+			t.Errorf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		warned := strings.Contains(r.stderr, "this conversation's sandbox keeps network allowlist (example.org)")
+		if explicit := len(args) > 3; warned != explicit {
+			t.Errorf("%v: warned %v, want %v; stderr:\n%s", args, warned, explicit, r.stderr)
+		}
+	}
+	last := s.Requests()[len(s.Requests())-1]
+	if desc := last.Tools[0].Function.Description; !strings.Contains(desc, "limited to HTTP(S) to example.org") {
+		t.Errorf("the resumed conversation's model is not told its network:\n%s", desc)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,7 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 	s := &session{ID: id, f: f, cfg: cfg, store: st, lock: lock, backend: backend}
 	s.Conv = store.New(id, origin, "", store.Settings{
 		Model: cfg.Model, BaseURL: cfg.BaseURL, ExecMode: cfg.ExecMode, MaxSteps: cfg.MaxSteps,
+		Network: cfg.Network, NetworkAllow: networkPolicy(cfg).Allow,
 	}, cfg.Sandbox)
 	if err := s.create(ctx); err != nil {
 		s.release()
@@ -111,7 +113,9 @@ func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref stri
 		lock.Unlock()
 		return nil, err
 	}
-	keepStored(cfg, conv.Settings)
+	if warning := keepStored(cfg, conv.Settings); warning != "" {
+		fmt.Fprintln(f.IO.ErrOut, "warning: "+warning)
+	}
 	backend, err := f.NewBackend(cfg)
 	if err != nil {
 		lock.Unlock()
@@ -256,8 +260,10 @@ func (s *session) idleTimeout() {
 }
 
 // keepStored applies a stored conversation's model and endpoint, unless the
-// user chose others for this command through the environment or a flag.
-func keepStored(cfg *config.Config, stored store.Settings) {
+// user chose others for this command through the environment or a flag, and
+// its network policy, which its sandbox was made with and keeps: a different
+// one asked for now is refused with the warning returned.
+func keepStored(cfg *config.Config, stored store.Settings) (warning string) {
 	explicit := func(key string) bool {
 		k := cfg.Source(key).Kind
 		return k == config.KindEnv || k == config.KindFlag
@@ -268,6 +274,18 @@ func keepStored(cfg *config.Config, stored store.Settings) {
 	if stored.BaseURL != "" && !explicit("base_url") {
 		cfg.BaseURL = stored.BaseURL
 	}
+	was := sandbox.Network{Mode: sandbox.NetworkMode(stored.Network), Allow: stored.NetworkAllow}
+	if was.Off() {
+		// Also a conversation stored before network modes existed: it had none.
+		was = sandbox.Network{Mode: sandbox.NetworkNone}
+	}
+	asked := networkPolicy(cfg)
+	changed := asked.Mode != was.Mode || !slices.Equal(asked.Allow, was.Allow)
+	if changed && (explicit("network") || explicit("network_allow")) {
+		warning = fmt.Sprintf("this conversation's sandbox keeps network %s; start a new conversation for another", describeNetwork(was))
+	}
+	cfg.Network, cfg.NetworkAllow = string(was.Mode), was.Allow
+	return warning
 }
 
 // create makes a new sandbox for the conversation and records its id at
@@ -589,4 +607,15 @@ func networkPolicy(cfg *config.Config) sandbox.Network {
 		n.Allow = cfg.NetworkAllow
 	}
 	return n
+}
+
+// describeNetwork is a policy as a user would write it: "allowlist (a, b)".
+func describeNetwork(n sandbox.Network) string {
+	if n.Mode == sandbox.NetworkAllowlist {
+		return fmt.Sprintf("%s (%s)", n.Mode, strings.Join(n.Allow, ", "))
+	}
+	if n.Off() {
+		return string(sandbox.NetworkNone)
+	}
+	return string(n.Mode)
 }

@@ -63,6 +63,10 @@ type Settings struct {
 	BaseURL  string `json:"base_url"`
 	ExecMode string `json:"exec_mode"`
 	MaxSteps int    `json:"max_steps"`
+	// Network and NetworkAllow are the egress policy the conversation's
+	// sandbox was made with; it is fixed for the conversation's life.
+	Network      string   `json:"network,omitempty"`
+	NetworkAllow []string `json:"network_allow,omitempty"`
 }
 
 // SandboxRef says where the conversation's /work lives.
