@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -241,16 +244,24 @@ func runProbes(t *testing.T, b *Backend, probes []probe) map[string]string {
 	return got
 }
 
-// unfilteredBackend is a second backend on the test root that runs without
-// the filter, as terp does with a bubblewrap lacking --seccomp.
+// unfilteredBackend is a second backend on the test root whose bubblewrap
+// does not offer --seccomp, as releases before 0.1.2 did: the real bwrap
+// behind a script that leaves the option out of --help.
 func unfilteredBackend(t *testing.T) *Backend {
 	t.Helper()
-	b, err := New(Config{Root: testBackend.Root()})
+	real, err := exec.LookPath("bwrap")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.features.seccomp = false
-	b.filter, b.noFilter = loadFilter(b.features)
+	script := filepath.Join(t.TempDir(), "bwrap")
+	wrapper := "#!/bin/sh\nif [ \"$1\" = --help ]; then " + real + " --help | grep -v -e --seccomp; exit 0; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(script, []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Root: testBackend.Root(), BwrapPath: script})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return b
 }
 
