@@ -33,12 +33,12 @@ import (
 type action unix.Errno
 
 // condition narrows a rule to some values of one argument. The filter
-// compares only an argument's low 32 bits, as Flatpak does for ioctl: every
-// argument it inspects is an int or unsigned int in the kernel (ioctl's
-// request, clone's and unshare's flags, socket's family, personality's
-// persona), and the kernel itself ignores the high half, so comparing all 64
-// bits would let a caller set high bits to slip past (CVE-2017-5226 was
-// TIOCSTI reached that way).
+// compares only an argument's low 32 bits, as Flatpak does for ioctl: the
+// kernel reads ioctl's request, socket's family and personality's persona as
+// 32-bit values and clone's flags through lower_32_bits, ignoring the high
+// half (unshare rejects high bits with EINVAL), so comparing all 64 bits
+// would let a caller set high bits to slip past. That is how Flatpak's
+// TIOCSTI filter was bypassed (CVE-2019-10063).
 type condition struct {
 	kind   condKind
 	arg    int      // the argument's index, 0 to 5
