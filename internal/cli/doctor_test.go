@@ -226,9 +226,9 @@ func TestDoctorFindsLocalServers(t *testing.T) {
 }
 
 // TestDoctorSeccompOff runs doctor with a bubblewrap that has no --seccomp
-// (the real one behind a script that hides the option, as releases before
-// 0.1.2 lacked it): the sandbox still passes, and says the filter is off and
-// why.
+// (the real one behind a script that hides the option, as the earliest
+// releases lacked it): the sandbox still passes, and says the filter is off
+// and why.
 func TestDoctorSeccompOff(t *testing.T) {
 	real, err := exec.LookPath("bwrap")
 	if err != nil {

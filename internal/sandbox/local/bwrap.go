@@ -32,7 +32,7 @@ const (
 type bwrapFeatures struct {
 	size          bool // --size before --tmpfs, 0.7.0
 	disableUserns bool // --disable-userns, 0.8.0
-	seccomp       bool // --seccomp, 0.1.2
+	seccomp       bool // --seccomp; only the earliest releases lack it
 }
 
 func probeFeatures(bwrap string) (bwrapFeatures, error) {
@@ -180,7 +180,8 @@ func env() [][2]string {
 // with the path of bwrap. It is exactly what Exec and Start run, minus the
 // descriptors through which terp learns the sandbox's pid, applies limits
 // before the command starts and passes the seccomp filter (so running Argv by
-// hand gets no rlimits, cgroup or filter). It is exported for benchmarks and for showing users what runs.
+// hand gets no rlimits, cgroup or filter). It is exported for benchmarks and
+// for showing users what runs.
 func (s *Sandbox) Argv(cmd []string, opt sandbox.ExecOptions) ([]string, error) {
 	return s.argv(cmd, opt, nil)
 }

@@ -245,7 +245,7 @@ func runProbes(t *testing.T, b *Backend, probes []probe) map[string]string {
 }
 
 // unfilteredBackend is a second backend on the test root whose bubblewrap
-// does not offer --seccomp, as releases before 0.1.2 did: the real bwrap
+// does not offer --seccomp, as the earliest releases did not: the real bwrap
 // behind a script that leaves the option out of --help.
 func unfilteredBackend(t testing.TB) *Backend {
 	t.Helper()
