@@ -434,8 +434,27 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 			c.Detail += fmt.Sprintf("; memory (%s) and process (%d) limits by %s, file size by rlimit",
 				tui.SizeText(cfg.MemoryLimit), cfg.ProcessLimit, l.LimitsMechanism())
 		}
+		if s, ok := backend.(seccompReporter); ok {
+			c.Detail += "; " + seccompText(s.Seccomp())
+		}
 	}
 	return c
+}
+
+// seccompReporter is a backend that can say whether its commands run under
+// a seccomp filter (the local one, unless its bubblewrap lacks --seccomp).
+type seccompReporter interface {
+	Seccomp() (on bool, why string)
+}
+
+// seccompText is the sandbox check's words for the filter. Off is not a
+// failure: the sandbox still holds by namespaces and limits, but the user
+// should know the second wall is missing and how to get it back.
+func seccompText(on bool, why string) string {
+	if on {
+		return "seccomp filter on"
+	}
+	return "seccomp filter off (" + why + "; install a newer bubblewrap to get it)"
 }
 
 // limitsReporter is a backend that can say how it enforces the sandbox's

@@ -7,11 +7,16 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/local"
 )
 
 // doctorJSON runs terp doctor --json against s and decodes its report.
@@ -48,7 +53,7 @@ func TestDoctorHealthyServer(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"✓ configuration", "✓ endpoint", "serves 1 model", "✓ model", "test-model is served",
-		"✓ tool calling", "native tool calls", "✓ sandbox", "ran Python 3.", "limits by ", "All checks passed."} {
+		"✓ tool calling", "native tool calls", "✓ sandbox", "ran Python 3.", "limits by ", "seccomp filter on", "All checks passed."} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
@@ -217,5 +222,42 @@ func TestDoctorFindsLocalServers(t *testing.T) {
 	c := checkNamed(t, rep, "local servers")
 	if !strings.Contains(c.Fix, "--provider ollama --model qwen3:8b") || !strings.Contains(c.Detail, "uses https://gpuos.si/v1") {
 		t.Errorf("local check = %+v", c)
+	}
+}
+
+// TestDoctorSeccompOff runs doctor with a bubblewrap that has no --seccomp
+// (the real one behind a script that hides the option, as the earliest
+// releases lacked it): the sandbox still passes, and says the filter is off
+// and why.
+func TestDoctorSeccompOff(t *testing.T) {
+	real, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "bwrap")
+	wrapper := "#!/bin/sh\nif [ \"$1\" = --help ]; then " + real + " --help | grep -v -e --seccomp; exit 0; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(script, []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.RunPython("print(1234 * 5678)") })
+	env := serverEnv(s)
+	env["HOME"] = dir
+	env["XDG_CONFIG_HOME"] = filepath.Join(dir, "config")
+	var out bytes.Buffer
+	f := NewFactory()
+	f.IO = IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}
+	f.Getenv = func(k string) string { return env[k] }
+	f.NewBackend = func(*config.Config) (sandbox.Backend, error) {
+		return local.New(local.Config{Root: filepath.Join(dir, "sandboxes"), BwrapPath: script})
+	}
+	Run(context.Background(), f, []string{"doctor", "--json", "--exec-mode", "script"})
+	var rep doctorReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	c := checkNamed(t, rep, "sandbox")
+	if c.Status != checkOK || !strings.Contains(c.Detail, "seccomp filter off (this bubblewrap has no --seccomp option") {
+		t.Errorf("sandbox check = %+v", c)
 	}
 }

@@ -60,6 +60,8 @@ type Backend struct {
 	features bwrapFeatures
 	layout   []string // the host part of every command line, see hostLayout
 	limits   *limitHost
+	filter   []byte // the compiled seccomp filter; nil when off
+	noFilter string // why filter is nil
 
 	checkMu sync.Mutex
 	checked bool
@@ -106,12 +108,14 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{
+	b := &Backend{
 		cfg:      cfg,
 		features: features,
 		layout:   hostLayout(),
 		limits:   detectLimits(),
-	}, nil
+	}
+	b.filter, b.noFilter = loadFilter(features)
+	return b, nil
 }
 
 // LimitsMechanism says how resource limits are enforced on this machine:

@@ -33,6 +33,7 @@ const (
 type bwrapFeatures struct {
 	size          bool // --size before --tmpfs, 0.7.0
 	disableUserns bool // --disable-userns, 0.8.0
+	seccomp       bool // --seccomp; only the earliest releases lack it
 }
 
 func probeFeatures(bwrap string) (bwrapFeatures, error) {
@@ -51,6 +52,7 @@ func probeFeatures(bwrap string) (bwrapFeatures, error) {
 	return bwrapFeatures{
 		size:          bytes.Contains(out, []byte("--size")),
 		disableUserns: bytes.Contains(out, []byte("--disable-userns")),
+		seccomp:       bytes.Contains(out, []byte("--seccomp")),
 	}, nil
 }
 
@@ -176,10 +178,11 @@ func env() [][2]string {
 }
 
 // Argv returns the bwrap command line that runs cmd in this sandbox, starting
-// with the path of bwrap. It is exactly what Exec and Start run, minus the two
-// descriptors through which terp learns the sandbox's pid and applies limits
-// before the command starts (so running Argv by hand gets no rlimits or
-// cgroup). It is exported for benchmarks and for showing users what runs.
+// with the path of bwrap. It is exactly what Exec and Start run, minus the
+// descriptors through which terp learns the sandbox's pid, applies limits
+// before the command starts and passes the seccomp filter (so running Argv by
+// hand gets no rlimits, cgroup or filter). It is exported for benchmarks and
+// for showing users what runs.
 func (s *Sandbox) Argv(cmd []string, opt sandbox.ExecOptions) ([]string, error) {
 	return s.argv(cmd, opt, nil)
 }

@@ -39,6 +39,12 @@
 // limits to that process (rlimits, and the cgroup on cgroup v1), and only then
 // lets the command start, so no code ever runs unlimited.
 //
+// It also adds --seccomp with a pipe holding a seccomp filter compiled in Go
+// (seccomp.go): a Flatpak-style deny list that refuses namespaces, mounts,
+// keyrings, ptrace, perf, bpf, io_uring, terminal injection and socket
+// families other than Unix and IP. A bubblewrap without --seccomp runs
+// without it; see Backend.Seccomp.
+//
 // Resource limits come from cgroups where terp may create them (cgroup v2, or
 // cgroup v1, as on hosts that still mount it) and from rlimits otherwise;
 // see Backend.LimitsMechanism.

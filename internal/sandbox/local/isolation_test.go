@@ -50,7 +50,9 @@ try:
     print("dns: ok")
 except OSError as e:
     print("dns: failed:", e)
-print("interfaces:", sorted(name for _, name in socket.if_nameindex()))
+# socket.if_nameindex() needs a netlink socket, which the seccomp filter
+# refuses; /proc/net/dev lists the same interfaces of this network namespace.
+print("interfaces:", sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]))
 `
 
 func TestNoNetwork(t *testing.T) {

@@ -172,7 +172,7 @@ func TestRlimitFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.limits = &limitHost{kind: limitRlimit}
+	forceRlimits(b)
 	if b.LimitsMechanism() != "rlimit" {
 		t.Fatalf("LimitsMechanism() = %q", b.LimitsMechanism())
 	}

@@ -45,6 +45,7 @@ import (
 const (
 	statusFD = 3 // --json-status-fd: {"child-pid": N, ...} then {"exit-code": N}
 	blockFD  = 4 // --block-fd: bwrap waits for a byte here before the command starts
+	filterFD = 5 // --seccomp: the compiled filter, when there is one
 )
 
 // waitDelay bounds how long Wait waits for output pipes after bwrap exits.
@@ -101,10 +102,19 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	if err := s.checkDir(dir); err != nil {
 		return nil, err
 	}
-	argv, err := s.argv(cmd, opt, []string{
+	control := []string{
 		"--json-status-fd", strconv.Itoa(statusFD),
 		"--block-fd", strconv.Itoa(blockFD),
-	})
+	}
+	filterR, err := s.b.filterPipe()
+	if err != nil {
+		return nil, err
+	}
+	if filterR != nil {
+		defer filterR.Close()
+		control = append(control, "--seccomp", strconv.Itoa(filterFD))
+	}
+	argv, err := s.argv(cmd, opt, control)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +145,9 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 			Pdeathsig: syscall.SIGKILL,
 		},
 		WaitDelay: waitDelay,
+	}
+	if filterR != nil {
+		c.ExtraFiles = append(c.ExtraFiles, filterR)
 	}
 	cgfd, err := s.cgroup.openDir()
 	if err != nil {
