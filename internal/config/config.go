@@ -53,6 +53,7 @@ type Config struct {
 	MaxTime         time.Duration // Longest one question may take; 0 means no cap.
 
 	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string // --sandbox cpuos: API root, template, variable holding the key.
+	DockerImage                             string // --sandbox docker: the image every sandbox runs.
 
 	apiKey     string    // api_key from the file, TERP_API_KEY or a flag; see APIKey
 	profiles   []Profile // [models."PATTERN"] tables from the file
