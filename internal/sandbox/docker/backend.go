@@ -100,9 +100,17 @@ func New(cfg Config) (*Backend, error) {
 		if err != nil {
 			return nil, &SetupError{
 				Problem: "the Docker client cannot be configured from the environment",
-				Fix:     "check DOCKER_HOST (e.g. unix:///var/run/docker.sock or ssh://user@host) and DOCKER_CERT_PATH",
+				Fix:     "check DOCKER_HOST (e.g. unix:///var/run/docker.sock or tcp://host:2376) and DOCKER_CERT_PATH",
 				Err:     err,
 			}
+		}
+	}
+	if host := cli.DaemonHost(); strings.HasPrefix(host, "ssh://") {
+		// The docker command runs ssh itself for these; the Go client
+		// speaks only unix, tcp and npipe.
+		return nil, &SetupError{
+			Problem: "terp cannot use DOCKER_HOST=" + host + " directly: ssh is not supported by the Engine API client",
+			Fix:     "forward the remote socket, e.g. `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock " + strings.TrimPrefix(host, "ssh://") + "` and DOCKER_HOST=unix:///tmp/docker.sock, or use tcp:// with DOCKER_TLS_VERIFY",
 		}
 	}
 	return &Backend{cfg: cfg, cli: cli, uid: uid, gid: gid}, nil
@@ -143,7 +151,7 @@ func (b *Backend) Ping(ctx context.Context) (Daemon, error) {
 	if _, err := b.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return d, &SetupError{
 			Problem: "cannot reach the Docker daemon at " + d.Host,
-			Fix:     "start it (sudo systemctl start docker, or dockerd as root), or set DOCKER_HOST to a daemon you can reach (e.g. ssh://user@host); your user needs access to its socket (the docker group)",
+			Fix:     "start it (sudo systemctl start docker, or dockerd as root), or set DOCKER_HOST to a daemon you can reach (unix:///path/to/docker.sock, or tcp://host:2376 with DOCKER_TLS_VERIFY=1); your user needs access to its socket (the docker group)",
 			Err:     err,
 		}
 	}

@@ -327,3 +327,14 @@ func TestNetworkModes(t *testing.T) {
 		t.Errorf("allowlist: %v, want a clear refusal", err)
 	}
 }
+
+// TestSSHHost needs no daemon: the client cannot speak ssh, and New says
+// how to forward the socket instead.
+func TestSSHHost(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "ssh://me@build-box")
+	_, err := New(Config{})
+	var se *SetupError
+	if !errors.As(err, &se) || !strings.Contains(se.Fix, "ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock me@build-box") {
+		t.Errorf("New with an ssh DOCKER_HOST: %v", err)
+	}
+}
