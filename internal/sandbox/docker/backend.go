@@ -393,7 +393,7 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 		timeout = DefaultTimeout
 	}
 	if _, err := b.cli.VolumeInspect(ctx, volumeName(string(id)), client.VolumeInspectOptions{}); cerrdefs.IsNotFound(err) {
-		b.remove(ctx, c.ID, string(id))
+		_ = b.remove(ctx, c.ID, string(id))
 		return nil, fmt.Errorf("resume sandbox %s: its volume is gone: %w", id, sandbox.ErrExpired)
 	}
 	switch c.State {
@@ -403,7 +403,7 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 		}
 	case container.StateRunning:
 		if expired(c, time.Now()) {
-			b.remove(ctx, c.ID, string(id))
+			_ = b.remove(ctx, c.ID, string(id))
 			return nil, fmt.Errorf("resume sandbox %s: its %s lifetime ended while it was not paused: %w", id, timeout, sandbox.ErrExpired)
 		}
 	default:

@@ -371,8 +371,8 @@ func (s *Sandbox) Start(ctx context.Context, cmd []string, opt sandbox.ExecOptio
 	}
 	go func() {
 		<-e.streams
-		outW.Close()
-		errW.Close()
+		_ = outW.Close()
+		_ = errW.Close()
 	}()
 	p := &process{e: e, ctx: ctx, stdin: &stdinWriter{e: e}, stdout: outR, stderr: errR}
 	if opt.Stdin != nil {

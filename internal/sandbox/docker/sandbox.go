@@ -217,19 +217,20 @@ func (b *Backend) simpleExec(ctx context.Context, containerID, user string, cmd 
 		return -1, err
 	}
 	defer att.Close()
-	done := make(chan error, 1)
+	var copyErr error
+	done := make(chan struct{})
 	go func() {
-		_, err := stdCopy(stdout, stdout, att.Reader)
-		done <- err
+		_, copyErr = stdCopy(stdout, stdout, att.Reader)
+		close(done)
 	}()
 	select {
-	case err = <-done:
+	case <-done:
 	case <-ctx.Done():
-		att.Close()
+		att.Close() // ends the copy
 		<-done
 		return -1, ctx.Err()
 	}
-	if err != nil {
+	if err := copyErr; err != nil {
 		return -1, err
 	}
 	return b.exitCode(ctx, created.ID)
