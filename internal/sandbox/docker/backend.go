@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -415,8 +416,10 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 	deadline := time.Now().UTC().Add(timeout)
 	// The deadline lives in the container's name, the one thing about a
 	// container that can change, so that Prune sees the renewed lifetime.
-	if _, err := b.cli.ContainerRename(ctx, c.ID, client.ContainerRenameOptions{NewName: containerName(string(id), deadline)}); err != nil {
-		return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+	if name := containerName(string(id), deadline); !slices.Contains(c.Names, "/"+name) {
+		if _, err := b.cli.ContainerRename(ctx, c.ID, client.ContainerRenameOptions{NewName: name}); err != nil {
+			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+		}
 	}
 	s := b.newSandbox(string(id), c.ID, timeout, deadline)
 	if err := s.signalAll(ctx, 9); err != nil {
