@@ -399,7 +399,7 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 	}
 	switch c.State {
 	case container.StatePaused:
-		if _, err := b.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
+		if err := b.unpause(ctx, c.ID); err != nil {
 			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
 		}
 	case container.StateRunning:
@@ -422,10 +422,50 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 		}
 	}
 	s := b.newSandbox(string(id), c.ID, timeout, deadline)
-	if err := s.signalAll(ctx, 9); err != nil {
-		return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+	for attempt := 0; ; attempt++ {
+		err := s.signalAll(ctx, 9)
+		if err == nil {
+			return s, nil
+		}
+		// The late pause event described at unpause.
+		if attempt == 3 || !strings.Contains(err.Error(), "is paused") {
+			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+		}
+		if err := b.unpause(ctx, c.ID); err != nil {
+			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+		}
 	}
-	return s, nil
+}
+
+// unpause unfreezes a container and waits until the daemon agrees it runs.
+// A 20.10 daemon records a pause both when asked and when containerd's
+// event arrives; an event that comes after an unpause marks the running
+// container paused again, and execs are then refused. Unpausing once more
+// clears it.
+func (b *Backend) unpause(ctx context.Context, containerID string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := b.cli.ContainerUnpause(ctx, containerID, client.ContainerUnpauseOptions{})
+		if err != nil && attempt == 0 {
+			return err
+		}
+		for range 5 {
+			c, err := b.cli.ContainerInspect(ctx, containerID, client.ContainerInspectOptions{})
+			if err != nil {
+				return err
+			}
+			if !c.Container.State.Paused {
+				return nil
+			}
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if attempt == 5 {
+			return fmt.Errorf("container %.12s stays paused after unpause", containerID)
+		}
+	}
 }
 
 // find returns the container of sandbox id, or an error wrapping
