@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,6 +221,8 @@ func TestResumeFromFreshBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(1100 * time.Millisecond) // the name holds the deadline in seconds
+	resumed := time.Now()
 	again, err := b2.Resume(testCtx(t), id)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -228,8 +231,14 @@ func TestResumeFromFreshBackend(t *testing.T) {
 	if after.ID != before.ID || !after.State.Running || after.State.Paused {
 		t.Errorf("resumed container %s state %+v, want %s running", after.ID, after.State, before.ID)
 	}
-	if after.Name == before.Name {
-		t.Errorf("the container's name %s still carries the old deadline", after.Name)
+	// The lifetime starts again, and Prune sees it in the name.
+	m := namePattern.FindStringSubmatch(strings.TrimPrefix(after.Name, "/"))
+	if m == nil {
+		t.Fatalf("the container's name %s holds no deadline", after.Name)
+	}
+	deadline, _ := strconv.ParseInt(m[2], 10, 64)
+	if want := resumed.Add(10 * time.Minute).Unix(); deadline < want || deadline > want+5 {
+		t.Errorf("the name %s holds deadline %d, want %d (resume time plus the lifetime; before: %s)", after.Name, deadline, want, before.Name)
 	}
 	res, err := again.Exec(testCtx(t), []string{"cat", "/work/keep.txt"}, sandbox.ExecOptions{})
 	if err != nil || res.Stdout != "kept" {
