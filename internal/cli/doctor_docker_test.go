@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/docker"
+	"github.com/terpdev/terp/internal/store"
 )
 
 func healthyModel(t *testing.T) map[string]string {
@@ -90,5 +96,62 @@ func TestDoctorDockerHealthy(t *testing.T) {
 	}
 	if c := checkNamed(t, rep, "sandbox"); !strings.Contains(c.Detail, "docker sandbox ran Python 3.") {
 		t.Errorf("sandbox check: %+v", c)
+	}
+}
+
+// TestAskOnDocker is the seed's question end to end on the Docker backend:
+// the model's pandas code runs in a container, in kernel mode, and the chart
+// it saves is downloaded.
+func TestAskOnDocker(t *testing.T) {
+	img := dockerTestImage(t)
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(growthCode)), answerFromTool(t))
+	env := serverEnv(s)
+	env["TERP_SANDBOX"] = "docker"
+	env["TERP_DOCKER_IMAGE"] = img
+	home := t.TempDir()
+	env["HOME"], env["XDG_DATA_HOME"], env["XDG_CONFIG_HOME"] = home, filepath.Join(home, "data"), filepath.Join(home, "config")
+	out := filepath.Join(t.TempDir(), "out")
+	r := terp(t, env, "", "ask", "--json", "-o", out, "-f", salesCSV(t), "Which month grew the most?")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	var got askJSON
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
+	}
+	if want := "The month that grew the most: 2025-12 26450"; got.Answer != want {
+		t.Errorf("answer = %q, want %q", got.Answer, want)
+	}
+	if len(got.Files) != 1 || got.Files[0].SandboxPath != "/work/chart.png" {
+		t.Fatalf("files = %+v, want only /work/chart.png", got.Files)
+	}
+	png, err := os.ReadFile(got.Files[0].Path)
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("downloaded chart at %s is not a PNG: %v", got.Files[0].Path, err)
+	}
+
+	// The conversation's container stays, paused, for --continue, until
+	// the conversation is removed.
+	st, err := store.Open(config.DataDir(func(k string) string { return env[k] }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := st.Load(got.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := docker.New(docker.Config{Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if conv.Sandbox.Backend != "docker" || conv.Sandbox.SessionID == "" {
+		t.Fatalf("the conversation's sandbox is %+v", conv.Sandbox)
+	}
+	if r := terp(t, env, "", "sessions", "rm", got.ConversationID); r.code != 0 {
+		t.Fatalf("sessions rm: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if _, err := b.Resume(ctx, sandbox.SessionID(conv.Sandbox.SessionID)); !errors.Is(err, sandbox.ErrExpired) {
+		t.Errorf("after sessions rm, Resume of its sandbox: %v, want ErrExpired", err)
 	}
 }
