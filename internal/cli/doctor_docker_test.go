@@ -119,14 +119,14 @@ func TestAskOnDocker(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
 	}
+	// A failing test must not leave its container on the daemon either.
+	t.Cleanup(func() { terp(t, env, "", "sessions", "rm", got.ConversationID) })
 	if want := "The month that grew the most: 2025-12 26450"; got.Answer != want {
 		t.Errorf("answer = %q, want %q", got.Answer, want)
 	}
 	if len(got.Files) != 1 || got.Files[0].SandboxPath != "/work/chart.png" {
-		t.Fatalf("files = %+v, want only /work/chart.png", got.Files)
-	}
-	png, err := os.ReadFile(got.Files[0].Path)
-	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("files = %+v, want only /work/chart.png", got.Files)
+	} else if png, err := os.ReadFile(got.Files[0].Path); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Errorf("downloaded chart at %s is not a PNG: %v", got.Files[0].Path, err)
 	}
 
