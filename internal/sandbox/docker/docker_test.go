@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -345,5 +346,22 @@ func TestSSHHost(t *testing.T) {
 	var se *SetupError
 	if !errors.As(err, &se) || !strings.Contains(se.Fix, "ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock me@build-box") {
 		t.Errorf("New with an ssh DOCKER_HOST: %v", err)
+	}
+}
+
+func TestWorkingDir(t *testing.T) {
+	b := newBackend(t)
+	s := create(t, b, sandbox.Options{})
+	run(t, s, "mkdir -p /work/sub", sandbox.ExecOptions{})
+	if res := run(t, s, "pwd", sandbox.ExecOptions{Dir: "/work/sub"}); res.Stdout != "/work/sub\n" {
+		t.Errorf("pwd in /work/sub: %q %q", res.Stdout, res.Stderr)
+	}
+	if _, err := s.Exec(testCtx(t), []string{"pwd"}, sandbox.ExecOptions{Dir: "/work/nope"}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing directory under /work: %v, want ErrNotExist", err)
+	}
+	// Elsewhere the runtime finds out; its complaint reaches the caller.
+	res := run(t, s, "pwd", sandbox.ExecOptions{Dir: "/nope"})
+	if res.ExitCode == 0 || !strings.Contains(res.Stdout+res.Stderr, "/nope") {
+		t.Errorf("a missing directory outside /work: %+v", res)
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
@@ -99,6 +101,9 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	if !path.IsAbs(dir) {
 		return nil, fmt.Errorf("exec: working directory %q is not absolute", dir)
 	}
+	if err := s.checkDir(ctx, path.Clean(dir)); err != nil {
+		return nil, err
+	}
 	for _, kv := range opt.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, fmt.Errorf("exec: environment entry %q is not KEY=VALUE", kv)
@@ -140,6 +145,26 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	}()
 	e.watch(ctx, opt.Timeout)
 	return e, nil
+}
+
+// checkDir makes sure a working directory under /work exists, so that a
+// typo is reported as such rather than as the runtime's exit 126. It costs
+// a round trip, so the usual /work itself is taken on trust.
+func (s *Sandbox) checkDir(ctx context.Context, dir string) error {
+	if dir == sandbox.WorkDir || !strings.HasPrefix(dir, sandbox.WorkDir+"/") {
+		return nil
+	}
+	st, err := s.b.cli.ContainerStatPath(ctx, s.containerID, client.ContainerStatPathOptions{Path: dir})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("working directory %s: %w", dir, fs.ErrNotExist)
+		}
+		return s.execError(ctx, err)
+	}
+	if !st.Stat.Mode.IsDir() {
+		return fmt.Errorf("working directory %s is not a directory", dir)
+	}
+	return nil
 }
 
 // execError says what a failed exec means: a container that is gone was
@@ -284,11 +309,21 @@ func (sw *sidWriter) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	sw.head = append(sw.head, p[:i]...)
-	sid, _ := strconv.Atoi(string(sw.head))
+	sid, err := strconv.Atoi(string(sw.head))
 	sw.e.mu.Lock()
 	sw.e.sid = sid
 	sw.e.mu.Unlock()
 	sw.end()
+	if err != nil {
+		// Not run.py speaking: the runtime's own error (a working
+		// directory it cannot enter, say) goes to the caller.
+		if _, err := sw.w.Write(sw.head[:len(sw.head):len(sw.head)]); err != nil {
+			return n, err
+		}
+		if _, err := sw.w.Write([]byte{'\n'}); err != nil {
+			return n, err
+		}
+	}
 	if rest := p[i+1:]; len(rest) > 0 {
 		if _, err := sw.w.Write(rest); err != nil {
 			return n, err
