@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -363,5 +364,37 @@ func TestWorkingDir(t *testing.T) {
 	res := run(t, s, "pwd", sandbox.ExecOptions{Dir: "/nope"})
 	if res.ExitCode == 0 || !strings.Contains(res.Stdout+res.Stderr, "/nope") {
 		t.Errorf("a missing directory outside /work: %+v", res)
+	}
+}
+
+// TestKernelKilledAndRestarted is the kernel's last resort on Docker: a step
+// deaf to SIGINT is killed with its children, and a fresh worker takes over
+// with the files kept and the variables lost.
+func TestKernelKilledAndRestarted(t *testing.T) {
+	b := newBackend(t)
+	s := create(t, b, sandbox.Options{})
+	k, err := kernel.Start(testCtx(t), s, kernel.Options{Grace: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	res, err := k.Run(testCtx(t), "kept = 1\nopen('/work/kept.txt', 'w').write('file')", time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("first step: %+v %v", res, err)
+	}
+	res, err = k.Run(testCtx(t), "import signal, subprocess, time\nsubprocess.Popen(['sleep', '308'])\n"+
+		"signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\nprint('sleeping', flush=True)\ntime.sleep(60)", time.Second)
+	if err != nil || !res.TimedOut || res.ExitCode != sandbox.ExitTimedOut || res.Stdout != "sleeping\n" {
+		t.Fatalf("a step deaf to SIGINT: %+v %v", res, err)
+	}
+	if !strings.Contains(res.Notice, "killed") || !strings.Contains(res.Notice, "variables and imports were lost") {
+		t.Errorf("notice %q", res.Notice)
+	}
+	res, err = k.Run(testCtx(t), "print(open('/work/kept.txt').read(), 'kept' in globals())", time.Minute)
+	if err != nil || res.Stdout != "file False\n" {
+		t.Errorf("after the restart: %+v %v", res, err)
+	}
+	if ps := procs(t, s); strings.Contains(ps, "sleep 308") {
+		t.Errorf("the killed step's child survived:\n%s", ps)
 	}
 }
