@@ -72,9 +72,10 @@ type Backend struct {
 	cli      *client.Client
 	uid, gid int
 
-	checkMu sync.Mutex
-	checked bool
-	ncpu    int
+	checkMu   sync.Mutex
+	prepared  bool // the daemon answers and has the image
+	libraries bool // the image's Python has the libraries
+	ncpu      int
 }
 
 // New builds the client and validates cfg. It does not talk to the daemon:
@@ -193,12 +194,29 @@ func imageFix(image string) string {
 var pythonPackages = []string{"numpy", "pandas", "matplotlib"}
 
 // Check reaches the daemon, finds the image and runs python3 in a
-// throwaway sandbox to make sure numpy, pandas and matplotlib import. Create
-// calls it once per Backend; `terp doctor` calls it directly.
+// throwaway sandbox to make sure numpy, pandas and matplotlib import.
+// `terp doctor` calls it; Create does the same checks once per Backend, the
+// last one in the sandbox it creates rather than in one more container.
 func (b *Backend) Check(ctx context.Context) error {
+	if err := b.prepare(ctx); err != nil {
+		return err
+	}
+	if b.librariesChecked() {
+		return nil
+	}
+	s, err := b.create(ctx, sandbox.Options{Timeout: 5 * time.Minute})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close(context.WithoutCancel(ctx)) }()
+	return b.checkLibraries(ctx, s)
+}
+
+// prepare reaches the daemon and finds the image, once per Backend.
+func (b *Backend) prepare(ctx context.Context) error {
 	b.checkMu.Lock()
 	defer b.checkMu.Unlock()
-	if b.checked {
+	if b.prepared {
 		return nil
 	}
 	if _, err := b.Ping(ctx); err != nil {
@@ -212,19 +230,19 @@ func (b *Backend) Check(ctx context.Context) error {
 		return fmt.Errorf("docker info: %w", err)
 	}
 	b.ncpu = info.Info.NCPU
-	if err := b.checkPython(ctx); err != nil {
-		return err
-	}
-	b.checked = true
+	b.prepared = true
 	return nil
 }
 
-func (b *Backend) checkPython(ctx context.Context) error {
-	s, err := b.create(ctx, sandbox.Options{Timeout: 5 * time.Minute})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = s.Close(context.WithoutCancel(ctx)) }()
+func (b *Backend) librariesChecked() bool {
+	b.checkMu.Lock()
+	defer b.checkMu.Unlock()
+	return b.libraries
+}
+
+// checkLibraries makes sure the image's python3 finds numpy, pandas and
+// matplotlib (without importing them, which would take a second).
+func (b *Backend) checkLibraries(ctx context.Context, s *Sandbox) error {
 	script := "import importlib.util, sys\n" +
 		"missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]\n" +
 		"print(' '.join(missing))\n"
@@ -232,12 +250,13 @@ func (b *Backend) checkPython(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("run python3 in %s: %w", b.cfg.Image, err)
 	}
+	out := strings.TrimSpace(res.Stdout + res.Stderr)
 	switch {
-	case res.ExitCode == 127:
+	case res.ExitCode == 127 || strings.Contains(out, "executable file not found"):
 		return &SetupError{Problem: fmt.Sprintf("the image %s has no python3", b.cfg.Image), Fix: imageFix(b.cfg.Image)}
 	case res.ExitCode != 0:
 		return &SetupError{
-			Problem: fmt.Sprintf("python3 in %s fails (exit %d): %s", b.cfg.Image, res.ExitCode, strings.TrimSpace(res.Stderr)),
+			Problem: fmt.Sprintf("python3 in %s fails (exit %d): %s", b.cfg.Image, res.ExitCode, out),
 			Fix:     imageFix(b.cfg.Image),
 		}
 	case strings.TrimSpace(res.Stdout) != "":
@@ -246,17 +265,32 @@ func (b *Backend) checkPython(ctx context.Context) error {
 			Fix:     imageFix(b.cfg.Image),
 		}
 	}
+	b.checkMu.Lock()
+	b.libraries = true
+	b.checkMu.Unlock()
 	return nil
 }
 
 // Create starts a new container and its /work volume. Zero fields of opt get
 // the defaults above: a 30 minute lifetime, 2 GiB of memory (swap
-// included), 256 processes and 1 GiB files.
+// included), 256 processes and 1 GiB files. The first Create of a Backend
+// also checks the image's Python libraries, and fails with a *SetupError
+// saying how to build a suitable image.
 func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sandbox, error) {
-	if err := b.Check(ctx); err != nil {
+	if err := b.prepare(ctx); err != nil {
 		return nil, err
 	}
-	return b.create(ctx, opt)
+	s, err := b.create(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	if !b.librariesChecked() {
+		if err := b.checkLibraries(ctx, s); err != nil {
+			_ = s.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, error) {

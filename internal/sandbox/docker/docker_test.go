@@ -315,6 +315,11 @@ func TestMissingLibrary(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(se.Problem, "lacks the Python libraries terp_no_such_module") || !strings.Contains(se.Fix, "pip install") {
 		t.Fatalf("Check with a missing library: %v", err)
 	}
+	// Create checks in the sandbox it made, and removes it.
+	_, err = newBackend(t).Create(testCtx(t), sandbox.Options{})
+	if !errors.As(err, &se) || !strings.Contains(se.Problem, "terp_no_such_module") {
+		t.Fatalf("Create with a missing library: %v", err)
+	}
 }
 
 func TestHostEnvNotInContainer(t *testing.T) {
