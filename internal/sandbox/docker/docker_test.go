@@ -403,3 +403,23 @@ func TestKernelKilledAndRestarted(t *testing.T) {
 		t.Errorf("the killed step's child survived:\n%s", ps)
 	}
 }
+
+func TestListErrors(t *testing.T) {
+	b := newBackend(t)
+	s := create(t, b, sandbox.Options{})
+	run(t, s, "printf x > /work/f; ln -s / /work/root", sandbox.ExecOptions{})
+	if _, err := s.List(testCtx(t), "/work/nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("List of a missing directory: %v, want ErrNotExist", err)
+	}
+	if _, err := s.List(testCtx(t), "/work/f"); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("List of a file: %v", err)
+	}
+	if _, err := s.List(testCtx(t), "/etc"); err == nil {
+		t.Error("List outside /work succeeded")
+	}
+	// A link the code made to / is not followed.
+	files, err := s.List(testCtx(t), "")
+	if err != nil || len(files) != 1 || files[0].Path != "f" {
+		t.Errorf("List of /work with a link to /: %+v %v", files, err)
+	}
+}

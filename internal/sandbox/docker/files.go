@@ -217,7 +217,13 @@ func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, err
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, s.execError(ctx, err))
 	}
-	if code != 0 {
+	switch code {
+	case 0:
+	case 3:
+		return nil, fmt.Errorf("list %s: %w", dir, fs.ErrNotExist)
+	case 4:
+		return nil, fmt.Errorf("list %s: not a directory", dir)
+	default:
 		return nil, fmt.Errorf("list %s: exit %d: %s", dir, code, strings.TrimSpace(out.String()))
 	}
 	var files []sandbox.FileInfo
