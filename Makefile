@@ -12,7 +12,7 @@ DEBS      := bubblewrap python3 python3-numpy python3-pandas python3-matplotlib
 TEST_DEBS := $(DEBS) tmux
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-.PHONY: build test lint fmt bench install deps test-deps apt-install example clean
+.PHONY: build test lint fmt bench install deps test-deps apt-install example clean docker-test-image
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
@@ -44,6 +44,14 @@ example: deps build
 
 test: test-deps
 	$(GO) test -race ./...
+
+# docker-test-image builds the image the Docker backend's tests run, from
+# Debian's packages through debootstrap (no registry, no PyPI; about three
+# minutes, root). It does nothing when the image exists. Without a daemon the
+# Docker tests skip, saying so.
+DOCKER_TEST_IMAGE ?= $(or $(TERP_TEST_DOCKER_IMAGE),terp-python:debian12)
+docker-test-image:
+	internal/sandbox/docker/testdata/build-image.sh $(DOCKER_TEST_IMAGE)
 
 # lint runs gofmt, go vet and golangci-lint (.golangci.yml), the latter built
 # from the module proxy at a pinned version on first use.

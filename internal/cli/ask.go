@@ -41,7 +41,7 @@ var runFlags = []string{
 	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
 	"file-size-limit", "max-download-size",
 	"provider", "tool-dialect", "context-window", "max-tokens", "max-time",
-	"cpuos-url", "cpuos-template", "network", "network-allow",
+	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow",
 }
 
 func newCmdAsk(f *Factory, runF func(context.Context, *askOptions) error) *cobra.Command {

@@ -47,7 +47,7 @@ type localServer struct {
 }
 
 // doctorFlags are the settings doctor checks.
-var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream"}
+var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image"}
 
 func newCmdDoctor(f *Factory) *cobra.Command {
 	opts := &doctorOptions{f: f, probeTimeout: 3 * time.Minute}
@@ -180,7 +180,9 @@ func diagnose(ctx context.Context, opts *doctorOptions) doctorReport {
 	} else {
 		r.add(check{Name: "tool calling", Status: checkSkip, Detail: "needs the endpoint and the model"})
 	}
-	r.add(sandboxCheck(ctx, f, cfg))
+	if dockerChecks(ctx, &r, f, cfg) {
+		r.add(sandboxCheck(ctx, f, cfg))
+	}
 	return r
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/cpuos"
+	"github.com/terpdev/terp/internal/sandbox/docker"
 	"github.com/terpdev/terp/internal/sandbox/local"
 	"github.com/terpdev/terp/internal/store"
 )
@@ -104,6 +105,8 @@ func newBackend(cfg *config.Config, dataDir string) (sandbox.Backend, error) {
 		return local.New(local.Config{Root: filepath.Join(dataDir, "sandboxes")})
 	case "cpuos":
 		return cpuos.New(cpuos.Config{BaseURL: cfg.CpuosURL, APIKey: cfg.CpuosAPIKey(), APIKeyEnv: cfg.CpuosAPIKeyEnv, Template: cfg.CpuosTemplate})
+	case "docker":
+		return docker.New(docker.Config{Image: cfg.DockerImage})
 	default:
 		return nil, usagef("the %s sandbox is not built yet; use --sandbox local (the default)", cfg.Sandbox)
 	}

@@ -56,6 +56,7 @@ type Config struct {
 	NetworkAllow []string // Hosts the allowlist mode lets through.
 
 	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string // --sandbox cpuos: API root, template, variable holding the key.
+	DockerImage                             string // --sandbox docker: the image every sandbox runs.
 
 	apiKey     string    // api_key from the file, TERP_API_KEY or a flag; see APIKey
 	profiles   []Profile // [models."PATTERN"] tables from the file

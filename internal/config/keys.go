@@ -51,6 +51,10 @@ var fields = []field{
 	{Key: Key{"cpuos_url", "TERP_CPUOS_URL", "cpuos-url", "http://127.0.0.1:8377", "cpuos API root for --sandbox cpuos (the default is where terp sandbox serve listens)."}, bind: func(c *Config) value { return urlValue{&c.CpuosURL} }},
 	{Key: Key{"cpuos_template", "TERP_CPUOS_TEMPLATE", "cpuos-template", "python", "cpuos sandbox template (the seed's python: CPython, numpy, pandas, matplotlib)."}, bind: func(c *Config) value { return stringValue{&c.CpuosTemplate, true} }},
 	{Key: Key{"cpuos_api_key_env", "", "", "CPUOS_API_KEY", "Environment variable that holds the cpuos API key."}, bind: func(c *Config) value { return envNameValue{&c.CpuosAPIKeyEnv} }},
+	{Key: Key{"docker_image", "TERP_DOCKER_IMAGE", "docker-image", "python:3.12-slim",
+		"Image for --sandbox docker; it needs python3 with numpy, pandas and matplotlib (see the README)."},
+		more: "DOCKER_HOST picks the daemon, as for the docker command; make docker-test-image builds terp-python:debian12 without a registry.",
+		bind: func(c *Config) value { return stringValue{&c.DockerImage, true} }},
 	{Key: Key{"network", "TERP_NETWORK", "network", "none",
 		"What the code may reach: none, allowlist (HTTP(S) to network_allow's hosts, through terp's proxy) or full (the host's network)."},
 		bind: func(c *Config) value { return choiceValue{&c.Network, networkModes} }},
@@ -119,9 +123,7 @@ var fields = []field{
 		bind: func(c *Config) value { return choiceValue{&c.ImageProtocol, imageProtocols} }},
 }
 
-// sandboxes lists the sandbox names the config accepts. docker and cpuos are accepted
-// before their backends exist so a config file written today keeps working; the CLI
-// reports a backend that is not built.
+// sandboxes lists the sandbox names the config accepts.
 var sandboxes = []string{"local", "docker", "cpuos"}
 
 // networkModes are the egress modes of package sandbox.
