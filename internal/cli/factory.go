@@ -106,7 +106,7 @@ func newBackend(cfg *config.Config, dataDir string) (sandbox.Backend, error) {
 	case "cpuos":
 		return cpuos.New(cpuos.Config{BaseURL: cfg.CpuosURL, APIKey: cfg.CpuosAPIKey(), APIKeyEnv: cfg.CpuosAPIKeyEnv, Template: cfg.CpuosTemplate})
 	case "docker":
-		return docker.New(docker.Config{Image: cfg.DockerImage})
+		return docker.New(docker.Config{Image: cfg.DockerImage, EgressDir: filepath.Join(dataDir, "egress")})
 	default:
 		return nil, usagef("the %s sandbox is not built yet; use --sandbox local (the default)", cfg.Sandbox)
 	}

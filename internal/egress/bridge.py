@@ -3,10 +3,13 @@
 # It listens on 127.0.0.1:PORT in the sandbox's own network namespace, leaves
 # a daemon behind that forwards each connection to the proxy's Unix SOCKET,
 # and then becomes COMMAND (exec), so the command keeps this process's pid,
-# signals, streams and exit status. The daemon is double-forked, so that it is
-# not the command's child: the kernel worker kills its own descendants after
-# every run, and the daemon must outlive runs. It dies with the sandbox.
-import os, socket, sys, threading
+# signals, streams and exit status. The daemon is double-forked into a session
+# of its own, so that it is not the command's child nor in its session: the
+# kernel worker kills its descendants after every run, Docker's run.py kills
+# its session, and the daemon must outlive runs. It dies with the sandbox's
+# pid namespace (bubblewrap) or when terp stops the sandbox's sessions
+# (Docker), and the next command starts another.
+import errno, os, socket, sys, threading
 
 def pump(src, dst):
     try:
@@ -45,19 +48,28 @@ def main():
         sys.exit("usage: bridge PORT SOCKET -- COMMAND...")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(128)
-    pid = os.fork()
-    if pid == 0:
-        if os.fork() == 0:
-            devnull = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            os.setsid()
-            serve(listener, path)
-        os._exit(0)
-    os.waitpid(pid, 0)
-    listener.close()
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise
+        # Where commands share a network namespace (a Docker container), the
+        # bridge an earlier command left behind already serves.
+        listener.close()
+        listener = None
+    if listener is not None:
+        listener.listen(128)
+        pid = os.fork()
+        if pid == 0:
+            if os.fork() == 0:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                os.setsid()
+                serve(listener, path)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        listener.close()
     try:
         os.execvp(cmd[0], cmd)
     except OSError as e:

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -63,6 +66,13 @@ type Config struct {
 	// Client, when set, is used instead of one built from the environment
 	// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, DOCKER_API_VERSION).
 	Client *client.Client
+	// EgressDir holds one directory per sandbox in the allowlist network
+	// mode, with the proxy's socket, bound into its container. Empty means
+	// terp's directory in the user's cache directory.
+	EgressDir string
+	// EgressOptions are passed to the allowlist mode's proxy; tests use them
+	// to stand a loopback server in for a public host.
+	EgressOptions []egress.Option
 }
 
 // Backend creates one long-lived container per sandbox on a Docker host. It
@@ -114,6 +124,13 @@ func New(cfg Config) (*Backend, error) {
 			Problem: "terp cannot use DOCKER_HOST=" + host + " directly: ssh is not supported by the Engine API client",
 			Fix:     "forward the remote socket, e.g. `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock " + strings.TrimPrefix(host, "ssh://") + "` and DOCKER_HOST=unix:///tmp/docker.sock, or use tcp:// with DOCKER_TLS_VERIFY",
 		}
+	}
+	if cfg.EgressDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		cfg.EgressDir = filepath.Join(cache, "terp", "egress")
 	}
 	return &Backend{cfg: cfg, cli: cli, uid: uid, gid: gid}, nil
 }
@@ -277,6 +294,9 @@ func (b *Backend) checkLibraries(ctx context.Context, s *Sandbox) error {
 // also checks the image's Python libraries, and fails with a *SetupError
 // saying how to build a suitable image.
 func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sandbox, error) {
+	if err := b.checkNetwork(opt.Network); err != nil {
+		return nil, err
+	}
 	if err := b.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -294,9 +314,6 @@ func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sand
 }
 
 func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, error) {
-	if opt.Network.Mode == sandbox.NetworkAllowlist {
-		return nil, errors.New("docker sandbox: --network allowlist is not supported by the docker backend yet; use none (the default) or full")
-	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
@@ -321,16 +338,44 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 		labelTimeout:  opt.Timeout.String(),
 		labelDeadline: deadline.Format(time.RFC3339),
 	}
+	networkLabels(labels, opt.Network)
 	vol := volumeName(id)
 	if _, err := b.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels}); err != nil {
 		return nil, fmt.Errorf("create sandbox volume: %w", err)
 	}
+	var proxy *egress.Socket
 	cleanup := func(cid string) {
 		ctx := context.WithoutCancel(ctx)
 		if cid != "" {
 			_, _ = b.cli.ContainerRemove(ctx, cid, client.ContainerRemoveOptions{Force: true})
 		}
 		_, _ = b.cli.VolumeRemove(ctx, vol, client.VolumeRemoveOptions{Force: true})
+		proxy.Close()
+		_ = b.removeEgressDir(id)
+	}
+	// Built here, never taken from terp's environment. The image's own
+	// (PATH, LANG, PYTHON_VERSION) stays.
+	env := []string{
+		"HOME=/tmp",
+		"MPLBACKEND=Agg",
+		"PYTHONUNBUFFERED=1",
+		"LC_ALL=C.UTF-8",
+	}
+	mounts := []mount.Mount{{
+		Type:          mount.TypeVolume,
+		Source:        vol,
+		Target:        sandbox.WorkDir,
+		VolumeOptions: &mount.VolumeOptions{NoCopy: true},
+	}}
+	if opt.Network.Mode == sandbox.NetworkAllowlist {
+		if proxy, err = b.startEgress(id, opt.Network.Allow); err != nil {
+			cleanup("")
+			return nil, err
+		}
+		for _, kv := range egress.Env() {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+		mounts = append(mounts, b.egressMount(id))
 	}
 
 	cpus := b.cfg.CPUs
@@ -353,24 +398,12 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 			// The container only has to stay up: every command is an exec.
 			Entrypoint: []string{"sleep"},
 			Cmd:        []string{"infinity"},
-			// Built here, never taken from terp's environment. The image's
-			// own (PATH, LANG, PYTHON_VERSION) stays.
-			Env: []string{
-				"HOME=/tmp",
-				"MPLBACKEND=Agg",
-				"PYTHONUNBUFFERED=1",
-				"LC_ALL=C.UTF-8",
-			},
-			Labels: labels,
+			Env:        env,
+			Labels:     labels,
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode: networkMode,
-			Mounts: []mount.Mount{{
-				Type:          mount.TypeVolume,
-				Source:        vol,
-				Target:        sandbox.WorkDir,
-				VolumeOptions: &mount.VolumeOptions{NoCopy: true},
-			}},
+			Mounts:      mounts,
 			// The image stays as built; the code writes to /work (a volume,
 			// which docker cp reaches, unlike a tmpfs) and /tmp.
 			ReadonlyRootfs: true,
@@ -400,6 +433,7 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 		return nil, fmt.Errorf("start sandbox container: %w", err)
 	}
 	s := b.newSandbox(id, res.ID, opt.Timeout, deadline)
+	s.egress = proxy
 	// A new volume's root belongs to root. The code runs as b.cfg.User,
 	// and root without capabilities cannot chown, but as the owner it can
 	// open the directory up.
@@ -459,7 +493,7 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 	for attempt := 0; ; attempt++ {
 		err := s.signalAll(ctx, 9)
 		if err == nil {
-			return s, nil
+			break
 		}
 		// The late pause event described at unpause.
 		if attempt == 3 || !strings.Contains(err.Error(), "is paused") {
@@ -469,6 +503,12 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
 		}
 	}
+	if allow, ok := labeledAllowlist(c.Labels); ok {
+		if s.egress, err = b.startEgress(string(id), allow); err != nil {
+			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+		}
+	}
+	return s, nil
 }
 
 // unpause unfreezes a container and waits until the daemon agrees it runs.
@@ -527,6 +567,9 @@ func (b *Backend) remove(ctx context.Context, containerID, id string) error {
 		}
 	}
 	if _, err := b.cli.VolumeRemove(ctx, volumeName(id), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if err := b.removeEgressDir(id); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -6,7 +6,9 @@
 // Each sandbox is one long-lived container, started from the configured
 // image with `sleep infinity` under docker-init, and one named volume
 // mounted at /work. The container has no network (NetworkMode "none")
-// unless sandbox.Options.Network asks for the full one; a memory limit with
+// unless sandbox.Options.Network asks for the full one; in the allowlist mode
+// it keeps none and reaches terp's proxy through a bound Unix socket (see
+// egress.go; this needs a daemon on terp's machine). It has a memory limit with
 // swap equal to it (so no swap at all), a pids limit, a CPU limit and a
 // file-size rlimit; every capability dropped, no-new-privileges, a
 // read-only root with a tmpfs /tmp, and a non-root user. Its environment is

@@ -3,7 +3,10 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/terpdev/terp/internal/egress/egresstest"
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -336,11 +340,77 @@ func TestHostEnvNotInContainer(t *testing.T) {
 	}
 }
 
-func TestNetworkModes(t *testing.T) {
+// The allowlist mode on Docker: NetworkMode stays "none", the proxy's socket
+// arrives through a bind mount, and the code reaches exactly the allowed
+// hosts, through two commands (the first starts the bridge, the second
+// shares it), the kernel, and a pause and resume by a fresh Backend.
+func TestNetworkAllowlist(t *testing.T) {
 	b := newBackend(t)
-	_, err := b.Create(testCtx(t), sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org"}}})
-	if err == nil || !strings.Contains(err.Error(), "allowlist") {
-		t.Errorf("allowlist: %v, want a clear refusal", err)
+	egressDir := t.TempDir()
+	b.cfg.EgressDir, b.cfg.EgressOptions = egressDir, egresstest.Options(t)
+	s := create(t, b, sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org", "*.pypi.org"}}})
+	if hc := inspect(t, b, s).HostConfig; hc.NetworkMode != "none" {
+		t.Errorf("NetworkMode %q, want none", hc.NetworkMode)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	probe := fmt.Sprintf(egresstest.Probe, ln.Addr().(*net.TCPAddr).Port)
+	for i := range 2 {
+		res, err := s.Exec(testCtx(t), []string{"python3", "-c", probe}, sandbox.ExecOptions{Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range egresstest.Want {
+			if !strings.Contains(res.Stdout, want) {
+				t.Errorf("command %d: stdout lacks %q:\n%s%s", i+1, want, res.Stdout, res.Stderr)
+			}
+		}
+	}
+
+	if _, err := s.Pause(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newBackend(t)
+	fresh.cfg.EgressDir, fresh.cfg.EgressOptions = egressDir, egresstest.Options(t)
+	sb, err := fresh.Resume(testCtx(t), s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kernel.Start(testCtx(t), sb, kernel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	code := `import ssl, urllib.request
+urllib.request.urlopen("https://pypi.org/", context=ssl._create_unverified_context(), timeout=10).read().decode()`
+	for i := range 2 {
+		res, err := k.Run(testCtx(t), code, time.Minute)
+		if err != nil || !strings.Contains(res.Stdout, "hello from pypi.org") {
+			t.Errorf("kernel run %d after resume: %+v %v", i+1, res, err)
+		}
+	}
+	if err := sb.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(egressDir); len(entries) != 0 {
+		t.Errorf("Close left %d entries in the egress directory", len(entries))
+	}
+}
+
+// A daemon elsewhere cannot bind a socket of this machine: the allowlist
+// mode says so before anything is created.
+func TestNetworkAllowlistNeedsLocalDaemon(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "tcp://build-box.invalid:2376")
+	b, err := New(Config{Image: testImage()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Create(t.Context(), sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org"}}})
+	if err == nil || !strings.Contains(err.Error(), "needs a Docker daemon on this machine") {
+		t.Errorf("Create = %v, want the local-daemon refusal", err)
 	}
 }
 

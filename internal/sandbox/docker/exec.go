@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -108,6 +109,9 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, fmt.Errorf("exec: environment entry %q is not KEY=VALUE", kv)
 		}
+	}
+	if s.egress != nil {
+		cmd = egress.Wrap("python3", cmd)
 	}
 	created, err := s.b.cli.ExecCreate(ctx, s.containerID, client.ExecCreateOptions{
 		User:         s.b.cfg.User,

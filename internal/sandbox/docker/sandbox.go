@@ -11,6 +11,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -27,6 +28,7 @@ type Sandbox struct {
 	state    state
 	deadline time.Time
 	runs     map[*execution]struct{} // running commands, killed by Pause and Close
+	egress   *egress.Socket          // nil unless the network mode is allowlist
 }
 
 type state int
@@ -112,6 +114,7 @@ func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 	s.mu.Unlock()
 
 	err := s.stopAll(ctx)
+	s.egress.Close()
 	if _, perr := s.b.cli.ContainerPause(ctx, s.containerID, client.ContainerPauseOptions{}); perr != nil {
 		err = errors.Join(err, fmt.Errorf("pause sandbox %s: %w", s.id, perr))
 	}
@@ -134,6 +137,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		e.markKilled(killStopped)
 	}
 	// Removing the container kills its processes, which ends their streams.
+	s.egress.Close()
 	err := s.b.remove(ctx, s.containerID, s.id)
 	for _, e := range runs {
 		e.closeStreams()

@@ -1,68 +1,28 @@
 package local
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/terpdev/terp/internal/egress"
+	"github.com/terpdev/terp/internal/egress/egresstest"
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
-// fakeInternet answers for pypi.org at a public address, served by loopback
-// servers on the host: the allowlist proxy refuses loopback addresses, and
-// no public host is reachable where the tests run. Everything between the
-// code and the proxy (namespace, bridge, socket, environment) is real.
+// fakeInternet is a backend whose allowlist proxy reaches egresstest's
+// stand-in hosts, and a port on the host's loopback the code must not reach.
 func fakeInternet(t *testing.T) (*Backend, int) {
 	t.Helper()
-	wheel := demoWheel(t)
-	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/simple/terpdemo/":
-			_, _ = fmt.Fprint(w, `<a href="/packages/terpdemo-1.0-py3-none-any.whl">terpdemo-1.0-py3-none-any.whl</a>`)
-		case "/packages/terpdemo-1.0-py3-none-any.whl":
-			_, _ = w.Write(wheel)
-		default:
-			_, _ = fmt.Fprintf(w, "hello from %s", r.Host)
-		}
-	})
-	tlsSrv := httptest.NewTLSServer(hello)
-	t.Cleanup(tlsSrv.Close)
-	plain := httptest.NewServer(hello)
-	t.Cleanup(plain.Close)
-	pub := netip.MustParseAddr("151.101.0.223")
-	resolve := func(_ context.Context, host string) ([]netip.Addr, error) {
-		switch host {
-		case "pypi.org", "evil.example":
-			return []netip.Addr{pub}, nil
-		case "intranet.pypi.org":
-			return []netip.Addr{netip.MustParseAddr("10.1.2.3")}, nil
-		}
-		return nil, fmt.Errorf("no such host %s", host)
-	}
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		target := tlsSrv.Listener.Addr().String()
-		if strings.HasSuffix(addr, ":80") {
-			target = plain.Listener.Addr().String()
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, target)
-	}
-	b, err := New(Config{Root: t.TempDir(), EgressOptions: []egress.Option{egress.WithNet(resolve, dial)}})
+	b, err := New(Config{Root: t.TempDir(), EgressOptions: egresstest.Options(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+	port, _ := listen(t)
+	return b, port
 }
 
 // allowlistSandbox creates a sandbox of b in the allowlist mode that is
@@ -77,52 +37,14 @@ func allowlistSandbox(t *testing.T, b *Backend, allow ...string) *Sandbox {
 	return sb.(*Sandbox)
 }
 
-// egressProbe fetches through whatever proxy the environment names, the way
-// the model's code would, and tries the ways around it.
-const egressProbe = `
-import os, socket, ssl, urllib.request
-ctx = ssl._create_unverified_context()  # httptest's certificate; trust is not under test
-def get(url):
-    try:
-        with urllib.request.urlopen(url, context=ctx, timeout=10) as r:
-            return "%%d %%s" %% (r.status, r.read().decode())
-    except Exception as e:
-        return "error: %%s" %% e
-print("allowed:", get("https://pypi.org/simple/"))
-print("plain:", get("http://pypi.org/simple/"))
-print("denied:", get("https://evil.example/"))
-print("private:", get("https://intranet.pypi.org/"))
-for name, addr in (("public", ("151.101.0.223", 443)), ("host", ("127.0.0.1", %d))):
-    s = socket.socket()
-    s.settimeout(3)
-    try:
-        s.connect(addr)
-        print(name + " direct: connected")
-    except OSError as e:
-        print(name + " direct: failed")
-try:
-    socket.getaddrinfo("pypi.org", 443)
-    print("dns: resolved")
-except OSError:
-    print("dns: failed")
-`
-
 func TestEgressAllowlist(t *testing.T) {
 	t.Parallel()
 	b, hostPort := fakeInternet(t)
 	s := allowlistSandbox(t, b, "pypi.org", "*.pypi.org")
 
-	res := runPython(t, s, "probe.py", fmt.Sprintf(egressProbe, hostPort), sandbox.ExecOptions{Timeout: time.Minute})
+	res := runPython(t, s, "probe.py", fmt.Sprintf(egresstest.Probe, hostPort), sandbox.ExecOptions{Timeout: time.Minute})
 	t.Log(res.Stdout, res.Stderr)
-	for _, want := range []string{
-		"allowed: 200 hello from pypi.org",
-		"plain: 200 hello from pypi.org",
-		"denied: error: <urlopen error Tunnel connection failed: 403 Forbidden (evil.example is not in the sandbox's allowlist",
-		"private: error: <urlopen error Tunnel connection failed: 403 Forbidden (intranet.pypi.org resolves only to private",
-		"public direct: failed",
-		"host direct: failed",
-		"dns: failed",
-	} {
+	for _, want := range egresstest.Want {
 		if !strings.Contains(res.Stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s%s", want, res.Stdout, res.Stderr)
 		}
@@ -146,7 +68,7 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sb2.Close(context.Background()) })
-	res = runPython(t, sb2.(*Sandbox), "again.py", fmt.Sprintf(egressProbe, hostPort), sandbox.ExecOptions{Timeout: time.Minute})
+	res = runPython(t, sb2.(*Sandbox), "again.py", fmt.Sprintf(egresstest.Probe, hostPort), sandbox.ExecOptions{Timeout: time.Minute})
 	if !strings.Contains(res.Stdout, "allowed: 200 hello from pypi.org") {
 		t.Errorf("after resume:\n%s%s", res.Stdout, res.Stderr)
 	}
@@ -174,29 +96,6 @@ urllib.request.urlopen("https://pypi.org/", context=ssl._create_unverified_conte
 			t.Fatalf("run %d: %+v", i+1, res)
 		}
 	}
-}
-
-// demoWheel is a minimal pure-Python wheel: module terpdemo with VALUE = 42.
-func demoWheel(t *testing.T) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	z := zip.NewWriter(&buf)
-	for _, f := range []struct{ name, body string }{
-		{"terpdemo/__init__.py", "VALUE = 42\n"},
-		{"terpdemo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: terpdemo\nVersion: 1.0\n"},
-		{"terpdemo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: terp-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-		{"terpdemo-1.0.dist-info/RECORD", "terpdemo/__init__.py,,\nterpdemo-1.0.dist-info/METADATA,,\nterpdemo-1.0.dist-info/WHEEL,,\nterpdemo-1.0.dist-info/RECORD,,\n"},
-	} {
-		w, err := z.Create(f.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.WriteString(w, f.body)
-	}
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // pip install goes through the proxy into /work/.terp/python, and what it
