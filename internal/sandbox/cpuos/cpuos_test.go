@@ -20,7 +20,14 @@ const testToken = "test-token"
 
 // serve starts a Server on a local backend behind a real HTTP listener on
 // 127.0.0.1 and returns a client for it.
-func serve(t *testing.T) (*Backend, *httptest.Server) {
+func serve(t testing.TB) (*Backend, *httptest.Server) {
+	b, hs, _ := serveWith(t, nil)
+	return b, hs
+}
+
+// serveWith is serve that also returns the Server, after letting setup
+// adjust it before it handles any request.
+func serveWith(t testing.TB, setup func(*Server)) (*Backend, *httptest.Server, *Server) {
 	t.Helper()
 	lb, err := local.New(local.Config{Root: t.TempDir()})
 	if err != nil {
@@ -29,6 +36,9 @@ func serve(t *testing.T) (*Backend, *httptest.Server) {
 	srv, err := NewServer(lb, testToken)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(srv)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
@@ -39,7 +49,7 @@ func serve(t *testing.T) (*Backend, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, hs
+	return b, hs, srv
 }
 
 func TestConformance(t *testing.T) {
