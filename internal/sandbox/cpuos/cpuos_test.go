@@ -181,3 +181,42 @@ func TestClosePaused(t *testing.T) {
 		t.Errorf("Resume after Close: %v, want ErrExpired", err)
 	}
 }
+
+// BenchmarkBackend is the shared backend benchmark through the client, over
+// real HTTP to a server on 127.0.0.1: local's numbers plus what the
+// protocol and loopback add. A real network adds its round trips on top.
+func BenchmarkBackend(b *testing.B) {
+	conformance.Bench(b, func(b *testing.B) sandbox.Backend {
+		c, _ := serve(b)
+		return c
+	})
+}
+
+// BenchmarkStdinWrite is the cost of one write to a process's stdin, which
+// the client sends as one HTTP request: every kernel cell is one such write.
+// The process discards what it reads, so the time is the request's.
+func BenchmarkStdinWrite(b *testing.B) {
+	c, _ := serve(b)
+	sbx, err := c.Create(b.Context(), sandbox.Options{Timeout: 10 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sbx.Close(context.Background())
+	p, err := sbx.Start(b.Context(), []string{"sh", "-c", "cat > /dev/null"}, sandbox.ExecOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := []byte(`{"code": "print(1)", "nonce": "0123456789abcdef"}` + "\n")
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := p.Stdin().Write(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Stdin().Close(); err != nil {
+		b.Fatal(err)
+	}
+	if code, err := p.Wait(); err != nil || code != 0 {
+		b.Fatalf("cat exited %d, %v", code, err)
+	}
+}
