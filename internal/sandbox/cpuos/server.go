@@ -51,14 +51,14 @@ type served struct {
 	next  int
 }
 
-// Indexes of a process's output streams in servedProc.streams.
+// Indexes of a process's output streams in servedProc.claimed and drained.
 const (
 	streamStdout = iota
 	streamStderr
 )
 
 // servedProc is one started process and what the client has collected of
-// it. The fields after mu are guarded by the owning served's mu.
+// it. waited, claimed and drained are guarded by the owning served's mu.
 type servedProc struct {
 	p   sandbox.Process
 	pid string
@@ -67,7 +67,7 @@ type servedProc struct {
 	code   int
 	err    error
 
-	waited  bool    // a wait answer with the exit status was sent
+	waited  bool    // a wait answer with the exit status was written
 	claimed [2]bool // the stream was requested (each may be read once)
 	drained [2]bool // the stream was read to its end
 }
