@@ -47,7 +47,7 @@ type localServer struct {
 }
 
 // doctorFlags are the settings doctor checks.
-var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image"}
+var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template"}
 
 func newCmdDoctor(f *Factory) *cobra.Command {
 	opts := &doctorOptions{f: f, probeTimeout: 3 * time.Minute}
@@ -179,6 +179,10 @@ func diagnose(ctx context.Context, opts *doctorOptions) doctorReport {
 		r.add(toolCheck(ctx, &r, opts, client, cfg))
 	} else {
 		r.add(check{Name: "tool calling", Status: checkSkip, Detail: "needs the endpoint and the model"})
+	}
+	if cfg.Sandbox == "cpuos" {
+		r.Checks = append(r.Checks, cpuosChecks(ctx, opts, cfg)...)
+		return r
 	}
 	if dockerChecks(ctx, &r, f, cfg) {
 		r.add(sandboxCheck(ctx, f, cfg))

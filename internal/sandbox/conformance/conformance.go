@@ -9,7 +9,8 @@
 // round-trip byte for byte, output is bounded, a timed-out command is killed
 // with its children, the network is off and the host environment invisible,
 // pause and resume keep files, the persistent kernel runs on the sandbox, and
-// Close removes everything.
+// Close removes everything. Bench (bench.go) measures every backend with the
+// same code, so their numbers compare.
 package conformance
 
 import (

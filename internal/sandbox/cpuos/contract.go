@@ -52,12 +52,19 @@ const (
 	pathStdin = "/sandboxes/{id}/processes/{pid}/stdin"
 	// GET → 200 a chunked stream of the process's stdout (resp. stderr)
 	// from its beginning, flushed as it is written, ending when the stream
-	// closes. Each stream may be read once.
+	// closes. Each stream may be read once; a second reader gets 409.
 	pathStdout = "/sandboxes/{id}/processes/{pid}/stdout"
 	pathStderr = "/sandboxes/{id}/processes/{pid}/stderr"
 	// POST signalRequest → 204: signal the process and all its children.
 	pathSignal = "/sandboxes/{id}/processes/{pid}/signal"
 	// GET → 200 waitResponse once the process has exited.
+	//
+	// A process is forgotten once it has exited, both its streams were
+	// read to the end and a wait was answered, or at the latest a grace
+	// period (a minute for terp sandbox serve) after it exited; later
+	// requests for its pid get 404. A client collects everything it needs
+	// before that: the kernel restarts often, and a server that kept every
+	// process would grow with each restart.
 	pathWait = "/sandboxes/{id}/processes/{pid}/wait"
 )
 

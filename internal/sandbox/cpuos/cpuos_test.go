@@ -20,7 +20,14 @@ const testToken = "test-token"
 
 // serve starts a Server on a local backend behind a real HTTP listener on
 // 127.0.0.1 and returns a client for it.
-func serve(t *testing.T) (*Backend, *httptest.Server) {
+func serve(t testing.TB) (*Backend, *httptest.Server) {
+	b, hs, _ := serveWith(t, nil)
+	return b, hs
+}
+
+// serveWith is serve that also returns the Server, after letting setup
+// adjust it before it handles any request.
+func serveWith(t testing.TB, setup func(*Server)) (*Backend, *httptest.Server, *Server) {
 	t.Helper()
 	lb, err := local.New(local.Config{Root: t.TempDir()})
 	if err != nil {
@@ -29,6 +36,9 @@ func serve(t *testing.T) (*Backend, *httptest.Server) {
 	srv, err := NewServer(lb, testToken)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(srv)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
@@ -39,7 +49,7 @@ func serve(t *testing.T) (*Backend, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, hs
+	return b, hs, srv
 }
 
 func TestConformance(t *testing.T) {
@@ -169,5 +179,44 @@ func TestClosePaused(t *testing.T) {
 	}
 	if _, err := b.Resume(ctx, id); !errors.Is(err, sandbox.ErrExpired) {
 		t.Errorf("Resume after Close: %v, want ErrExpired", err)
+	}
+}
+
+// BenchmarkBackend is the shared backend benchmark through the client, over
+// real HTTP to a server on 127.0.0.1: local's numbers plus what the
+// protocol and loopback add. A real network adds its round trips on top.
+func BenchmarkBackend(b *testing.B) {
+	conformance.Bench(b, func(b *testing.B) sandbox.Backend {
+		c, _ := serve(b)
+		return c
+	})
+}
+
+// BenchmarkStdinWrite is the cost of one write to a process's stdin, which
+// the client sends as one HTTP request: every kernel cell is one such write.
+// The process discards what it reads, so the time is the request's.
+func BenchmarkStdinWrite(b *testing.B) {
+	c, _ := serve(b)
+	sbx, err := c.Create(b.Context(), sandbox.Options{Timeout: 10 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sbx.Close(context.Background())
+	p, err := sbx.Start(b.Context(), []string{"sh", "-c", "cat > /dev/null"}, sandbox.ExecOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := []byte(`{"code": "print(1)", "nonce": "0123456789abcdef"}` + "\n")
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := p.Stdin().Write(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Stdin().Close(); err != nil {
+		b.Fatal(err)
+	}
+	if code, err := p.Wait(); err != nil || code != 0 {
+		b.Fatalf("cat exited %d, %v", code, err)
 	}
 }

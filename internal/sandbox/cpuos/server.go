@@ -23,23 +23,53 @@ import (
 type Server struct {
 	backend sandbox.Backend
 	token   string
+	// exitGrace is how long a process that has exited keeps its entry when
+	// the client has not yet collected all of it (both streams read to the
+	// end and its exit status waited for): a client that died or never
+	// waits must not make the server remember the process forever, and a
+	// slow one still gets its exit status. Tests shorten it.
+	exitGrace time.Duration
 
 	mu        sync.Mutex
 	sandboxes map[string]*served
 }
 
+// defaultExitGrace is Server.exitGrace unless a test changes it.
+const defaultExitGrace = time.Minute
+
 // served is a live sandbox and the processes started in it.
 type served struct {
-	sbx   sandbox.Sandbox
-	life  context.Context // ends when the sandbox is paused or closed
-	stop  context.CancelFunc
-	mu    sync.Mutex
+	sbx  sandbox.Sandbox
+	life context.Context // ends when the sandbox is paused or closed
+	stop context.CancelFunc
+	mu   sync.Mutex
+	// procs holds a process from its start until the client has collected
+	// everything about it, or until exitGrace after it exited: the kernel
+	// starts a new process on every restart, so entries must not outlive
+	// their process.
 	procs map[string]*servedProc
 	next  int
 }
 
+// Indexes of a process's output streams in servedProc.claimed and drained.
+const (
+	streamStdout = iota
+	streamStderr
+)
+
+// servedProc is one started process and what the client has collected of
+// it. waited, claimed and drained are guarded by the owning served's mu.
 type servedProc struct {
-	p sandbox.Process
+	p   sandbox.Process
+	pid string
+	// exited is closed when p has exited; code and err are then set.
+	exited chan struct{}
+	code   int
+	err    error
+
+	waited  bool    // a wait answer with the exit status was written
+	claimed [2]bool // the stream was requested (each may be read once)
+	drained [2]bool // the stream was read to its end
 }
 
 // NewServer returns a server that runs sandboxes on backend and accepts
@@ -48,7 +78,7 @@ func NewServer(backend sandbox.Backend, token string) (*Server, error) {
 	if token == "" {
 		return nil, errors.New("cpuos server: a bearer token is required")
 	}
-	return &Server{backend: backend, token: token, sandboxes: map[string]*served{}}, nil
+	return &Server{backend: backend, token: token, exitGrace: defaultExitGrace, sandboxes: map[string]*served{}}, nil
 }
 
 // Handler returns the HTTP handler serving the contract.
@@ -65,10 +95,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+pathProcesses, s.withSandbox(s.start))
 	mux.HandleFunc("POST "+pathStdin, s.withProc(s.stdin))
 	mux.HandleFunc("DELETE "+pathStdin, s.withProc(s.closeStdin))
-	mux.HandleFunc("GET "+pathStdout, s.withProc(func(w http.ResponseWriter, r *http.Request, p *servedProc) { stream(w, r, p.p.Stdout()) }))
-	mux.HandleFunc("GET "+pathStderr, s.withProc(func(w http.ResponseWriter, r *http.Request, p *servedProc) { stream(w, r, p.p.Stderr()) }))
+	mux.HandleFunc("GET "+pathStdout, s.withSandbox(func(w http.ResponseWriter, r *http.Request, sv *served) { sv.output(w, r, streamStdout) }))
+	mux.HandleFunc("GET "+pathStderr, s.withSandbox(func(w http.ResponseWriter, r *http.Request, sv *served) { sv.output(w, r, streamStderr) }))
 	mux.HandleFunc("POST "+pathSignal, s.withProc(s.signal))
-	mux.HandleFunc("GET "+pathWait, s.withProc(s.wait))
+	mux.HandleFunc("GET "+pathWait, s.withSandbox(s.wait))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
@@ -149,15 +179,86 @@ func (s *Server) withSandbox(h func(http.ResponseWriter, *http.Request, *served)
 
 func (s *Server) withProc(h func(http.ResponseWriter, *http.Request, *servedProc)) http.HandlerFunc {
 	return s.withSandbox(func(w http.ResponseWriter, r *http.Request, sv *served) {
-		sv.mu.Lock()
-		p := sv.procs[r.PathValue("pid")]
-		sv.mu.Unlock()
-		if p == nil {
-			writeError(w, http.StatusNotFound, "", "no process "+r.PathValue("pid"))
-			return
+		if p := sv.proc(w, r); p != nil {
+			h(w, r, p)
 		}
-		h(w, r, p)
 	})
+}
+
+// proc returns the process the request names, or answers 404 and returns
+// nil.
+func (sv *served) proc(w http.ResponseWriter, r *http.Request) *servedProc {
+	pid := r.PathValue("pid")
+	sv.mu.Lock()
+	p := sv.procs[pid]
+	issued := false
+	if n, err := strconv.Atoi(pid); err == nil && n >= 1 && n <= sv.next {
+		issued = true
+	}
+	sv.mu.Unlock()
+	switch {
+	case p != nil:
+		return p
+	case issued:
+		writeError(w, http.StatusNotFound, "", "process "+pid+" has exited and its exit status was collected (or not collected in time); start a new one")
+	default:
+		writeError(w, http.StatusNotFound, "", "no process "+pid)
+	}
+	return nil
+}
+
+// processes is how many process entries the server holds, for tests.
+func (s *Server) processes() int {
+	s.mu.Lock()
+	all := make([]*served, 0, len(s.sandboxes))
+	for _, sv := range s.sandboxes {
+		all = append(all, sv)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, sv := range all {
+		sv.mu.Lock()
+		n += len(sv.procs)
+		sv.mu.Unlock()
+	}
+	return n
+}
+
+// settle removes p's entry once the client has collected everything: the
+// exit status and both streams to their end. Any later request for it
+// gets a 404 that says so.
+func (sv *served) settle(p *servedProc) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if p.waited && p.drained[streamStdout] && p.drained[streamStderr] {
+		delete(sv.procs, p.pid)
+	}
+}
+
+// expire removes p's entry whatever the client collected, once exitGrace
+// has passed since it exited. A stream nobody asked for is read to its end
+// and dropped, so its pipe is closed.
+func (sv *served) expire(p *servedProc) {
+	sv.mu.Lock()
+	delete(sv.procs, p.pid)
+	var unread []io.Reader
+	for i, claimed := range p.claimed {
+		if !claimed {
+			p.claimed[i] = true
+			unread = append(unread, p.stream(i))
+		}
+	}
+	sv.mu.Unlock()
+	for _, r := range unread {
+		go func() { _, _ = io.Copy(io.Discard, r) }()
+	}
+}
+
+func (p *servedProc) stream(i int) io.Reader {
+	if i == streamStdout {
+		return p.p.Stdout()
+	}
+	return p.p.Stderr()
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
@@ -305,10 +406,16 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, sv *served) {
 	}
 	sv.mu.Lock()
 	sv.next++
-	pid := strconv.Itoa(sv.next)
-	sv.procs[pid] = &servedProc{p: p}
+	sp := &servedProc{p: p, pid: strconv.Itoa(sv.next), exited: make(chan struct{})}
+	sv.procs[sp.pid] = sp
 	sv.mu.Unlock()
-	writeJSON(w, http.StatusCreated, processResponse{PID: pid})
+	grace := s.exitGrace
+	go func() {
+		sp.code, sp.err = p.Wait()
+		close(sp.exited)
+		time.AfterFunc(grace, func() { sv.expire(sp) })
+	}()
+	writeJSON(w, http.StatusCreated, processResponse{PID: sp.pid})
 }
 
 func (s *Server) stdin(w http.ResponseWriter, r *http.Request, p *servedProc) {
@@ -324,9 +431,32 @@ func (s *Server) closeStdin(w http.ResponseWriter, r *http.Request, p *servedPro
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// output streams one of a process's outputs to the client. Each stream is
+// served once: a second reader would get an arbitrary part of it.
+func (sv *served) output(w http.ResponseWriter, r *http.Request, i int) {
+	p := sv.proc(w, r)
+	if p == nil {
+		return
+	}
+	sv.mu.Lock()
+	claimed := p.claimed[i]
+	p.claimed[i] = true
+	sv.mu.Unlock()
+	if claimed {
+		writeError(w, http.StatusConflict, "", "this output of process "+p.pid+" is already being read; each stream may be read once")
+		return
+	}
+	stream(w, p.stream(i))
+	sv.mu.Lock()
+	p.drained[i] = true
+	sv.mu.Unlock()
+	sv.settle(p)
+}
+
 // stream copies a process's output to the response, flushing every read so
-// the client sees output as it is written.
-func stream(w http.ResponseWriter, r *http.Request, out io.Reader) {
+// the client sees output as it is written. It reads out to its end even
+// when the client goes away, so the process never blocks on a full pipe.
+func stream(w http.ResponseWriter, out io.Reader) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
@@ -335,10 +465,8 @@ func stream(w http.ResponseWriter, r *http.Request, out io.Reader) {
 	for {
 		n, err := out.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
-			}
-			if rc.Flush() != nil {
+			if _, werr := w.Write(buf[:n]); werr != nil || rc.Flush() != nil {
+				_, _ = io.Copy(io.Discard, out)
 				return
 			}
 		}
@@ -361,13 +489,36 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, p *servedProc) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) wait(w http.ResponseWriter, r *http.Request, p *servedProc) {
-	code, err := p.p.Wait()
-	resp := waitResponse{ExitCode: code}
-	if err != nil {
-		resp.Error = err.Error()
+// wait answers once the process has exited. The answer counts as
+// collected only when it was sent in full; a client that gave up waiting
+// has not collected it.
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, sv *served) {
+	p := sv.proc(w, r)
+	if p == nil {
+		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	select {
+	case <-p.exited:
+	case <-r.Context().Done():
+		return
+	}
+	resp := waitResponse{ExitCode: p.code}
+	if p.err != nil {
+		resp.Error = p.err.Error()
+	}
+	data, err := json.Marshal(resp)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(append(data, '\n')); err != nil {
+		return
+	}
+	sv.mu.Lock()
+	p.waited = true
+	sv.mu.Unlock()
+	sv.settle(p)
 }
 
 // policy is the egress policy a create request asks for.
