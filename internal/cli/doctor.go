@@ -47,7 +47,7 @@ type localServer struct {
 }
 
 // doctorFlags are the settings doctor checks.
-var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template"}
+var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template", "network", "network-allow"}
 
 func newCmdDoctor(f *Factory) *cobra.Command {
 	opts := &doctorOptions{f: f, probeTimeout: 3 * time.Minute}
@@ -417,9 +417,10 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 		c.Status, c.Detail, c.Fix = checkFail, err.Error(), "Use --sandbox local (the default)."
 		return c
 	}
+	network := networkPolicy(cfg)
 	sbx, err := backend.Create(ctx, sandbox.Options{Timeout: 5 * time.Minute, Limits: sandbox.Limits{
 		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit,
-	}})
+	}, Network: network})
 	if err != nil {
 		c.Status, c.Detail, c.Fix = checkFail, "cannot create a "+cfg.Sandbox+" sandbox: "+err.Error(), fix
 		return c
@@ -443,8 +444,37 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 		if s, ok := backend.(seccompReporter); ok {
 			c.Detail += "; " + seccompText(s.Seccomp())
 		}
+		c.Detail += "; network " + describeNetwork(network)
+		if network.Mode == sandbox.NetworkAllowlist {
+			if err := proxyAnswers(ctx, sbx); err != nil {
+				c.Status, c.Fix = checkFail, "This is a bug in terp's allowlist mode; use --network none or full meanwhile, and report it."
+				c.Detail += ": " + err.Error()
+			}
+		}
 	}
 	return c
+}
+
+// proxyProbe asks the egress proxy, from inside the sandbox, for a tunnel to
+// a name that is never on an allowlist: the refusal proves the bridge, the
+// socket and the proxy all answer, without reaching the internet.
+const proxyProbe = `import os, socket
+host, port = os.environ["HTTPS_PROXY"].rsplit("/", 1)[-1].split(":")
+s = socket.create_connection((host, int(port)), timeout=10)
+s.sendall(b"CONNECT terp-doctor.invalid:443 HTTP/1.1\r\nHost: terp-doctor.invalid:443\r\n\r\n")
+print(s.recv(200).decode(errors="replace").splitlines()[0])
+`
+
+// proxyAnswers runs proxyProbe in sbx.
+func proxyAnswers(ctx context.Context, sbx sandbox.Sandbox) error {
+	out, err := sbx.Exec(ctx, []string{"python3", "-c", proxyProbe}, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if err != nil {
+		return fmt.Errorf("the allowlist proxy could not be probed: %w", err)
+	}
+	if !strings.Contains(out.Stdout, " 403 ") {
+		return fmt.Errorf("the allowlist proxy did not answer as expected: %s", clipText(strings.TrimSpace(out.Stdout+out.Stderr), 200))
+	}
+	return nil
 }
 
 // seccompReporter is a backend that can say whether its commands run under

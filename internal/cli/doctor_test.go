@@ -53,10 +53,20 @@ func TestDoctorHealthyServer(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"✓ configuration", "✓ endpoint", "serves 1 model", "✓ model", "test-model is served",
-		"✓ tool calling", "native tool calls", "✓ sandbox", "ran Python 3.", "limits by ", "seccomp filter on", "All checks passed."} {
+		"✓ tool calling", "native tool calls", "✓ sandbox", "ran Python 3.", "limits by ", "seccomp filter on", "network none", "All checks passed."} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// In the allowlist mode doctor proves from inside a sandbox that the bridge
+// and the proxy answer (a refused CONNECT), without reaching the internet.
+func TestDoctorNetworkAllowlist(t *testing.T) {
+	s := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.RunPython("print(1234 * 5678)") })
+	r := terp(t, serverEnv(s), "", "doctor", "--exec-mode", "script", "--network", "allowlist", "--network-allow", "pypi.org")
+	if r.code != 0 || !strings.Contains(r.stdout, "network allowlist (pypi.org)") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
 
