@@ -9,7 +9,7 @@
 # its session, and the daemon must outlive runs. It dies with the sandbox's
 # pid namespace (bubblewrap) or when terp stops the sandbox's sessions
 # (Docker), and the next command starts another.
-import errno, os, socket, sys, threading
+import errno, os, socket, sys, threading, time
 
 def pump(src, dst):
     try:
@@ -31,6 +31,7 @@ def serve(listener, path):
         try:
             conn, _ = listener.accept()
         except OSError:
+            time.sleep(0.1)  # out of descriptors, say: wait rather than spin
             continue
         up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

@@ -127,7 +127,9 @@ func (p *Proxy) Close() error {
 		_ = c.Close()
 	}
 	p.mu.Unlock()
-	return p.srv.Close()
+	err := p.srv.Close()
+	p.forward.Transport.(*http.Transport).CloseIdleConnections()
+	return err
 }
 
 // deniedError is a request the policy refuses, as opposed to one that failed.
