@@ -52,13 +52,17 @@ func ValidPattern(p string) error {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return fmt.Errorf("%q is not a host name or *.domain pattern", p)
 		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return fmt.Errorf("%q is not a host name or *.domain pattern", p)
-			}
+		if strings.IndexFunc(label, notHostChar) >= 0 {
+			return fmt.Errorf("%q is not a host name or *.domain pattern", p)
 		}
 	}
 	return nil
+}
+
+// notHostChar reports whether c cannot be in a (lower-cased) host name. The
+// underscore is allowed: real names carry it, if not in their A records.
+func notHostChar(c rune) bool {
+	return (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_'
 }
 
 // Allows reports whether host (a name, without port) matches a pattern.

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -35,7 +36,8 @@ func ServeSocket(path string, allow []string, opts ...Option) (*Socket, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("egress socket: %w", err)
 	}
-	l, err := net.Listen("unix", path)
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("egress socket: %w", err)
 	}

@@ -219,7 +219,7 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 		}
 	}
 	if s.egress != nil {
-		args = append(args, "--ro-bind", s.egress.Path(), egress.SocketPath)
+		args = append(args, "--ro-bind", s.egress.path(), egress.SocketPath)
 	}
 	etc := filepath.Join(s.dir, "etc")
 	for _, name := range slices.Sorted(maps.Keys(synthesizedEtc)) {

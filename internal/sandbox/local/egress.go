@@ -10,9 +10,12 @@ import (
 // egressProxy is a running allowlist proxy, whose socket every command of the
 // sandbox gets bound at egress.SocketPath.
 type egressProxy struct {
-	*egress.Socket
+	sock   *egress.Socket
 	tmpDir string // set when the socket had to live outside the sandbox dir
 }
+
+// path is the socket's host path.
+func (e *egressProxy) path() string { return e.sock.Path() }
 
 // startEgress serves the allowlist proxy for one sandbox. The socket lives in
 // the sandbox's private directory, or, when that path is too long for a
@@ -32,7 +35,7 @@ func startEgress(dir string, allow []string, opts []egress.Option) (*egressProxy
 		e.close()
 		return nil, err
 	}
-	e.Socket = sock
+	e.sock = sock
 	return e, nil
 }
 
@@ -42,7 +45,7 @@ func (e *egressProxy) close() {
 	if e == nil {
 		return
 	}
-	e.Socket.Close()
+	e.sock.Close()
 	if e.tmpDir != "" {
 		_ = os.RemoveAll(e.tmpDir)
 	}
