@@ -147,7 +147,13 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 		close(e.streams)
 		s.untrack(e)
 	}()
-	e.watch(ctx, opt.Timeout)
+	sandbox.Watch(ctx, opt.Timeout, e.streams, func(timedOut bool) {
+		if timedOut {
+			e.kill(killTimeout)
+		} else {
+			e.kill(killCanceled)
+		}
+	})
 	return e, nil
 }
 
@@ -184,25 +190,6 @@ func (s *Sandbox) execError(ctx context.Context, err error) error {
 		return fmt.Errorf("sandbox %s is paused: %w", s.id, err)
 	}
 	return fmt.Errorf("exec in sandbox %s: %w", s.id, err)
-}
-
-// watch kills the command when ctx ends or timeout passes.
-func (e *execution) watch(ctx context.Context, timeout time.Duration) {
-	var timer <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		timer = t.C
-		go func() { <-e.streams; t.Stop() }()
-	}
-	go func() {
-		select {
-		case <-e.streams:
-		case <-ctx.Done():
-			e.kill(killCanceled)
-		case <-timer:
-			e.kill(killTimeout)
-		}
-	}()
 }
 
 // markKilled records why the command is being stopped. The first reason

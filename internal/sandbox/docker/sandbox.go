@@ -25,19 +25,11 @@ type Sandbox struct {
 	timeout     time.Duration
 
 	mu       sync.Mutex
-	state    state
+	state    sandbox.State
 	deadline time.Time
 	runs     map[*execution]struct{} // running commands, killed by Pause and Close
 	egress   *egress.Socket          // nil unless the network mode is allowlist
 }
-
-type state int
-
-const (
-	running state = iota
-	paused
-	closed
-)
 
 func (b *Backend) newSandbox(id, containerID string, timeout time.Duration, deadline time.Time) *Sandbox {
 	return &Sandbox{
@@ -60,16 +52,7 @@ func (s *Sandbox) ContainerID() string { return s.containerID }
 // usable returns an error when the sandbox may not start new commands. The
 // caller holds s.mu.
 func (s *Sandbox) usable() error {
-	switch s.state {
-	case paused:
-		return fmt.Errorf("sandbox %s is paused", s.id)
-	case closed:
-		return fmt.Errorf("sandbox %s is closed", s.id)
-	}
-	if time.Now().After(s.deadline) {
-		return fmt.Errorf("sandbox %s: lifetime of %s is over: %w", s.id, s.timeout, sandbox.ErrExpired)
-	}
-	return nil
+	return s.state.Usable(s.ID(), s.deadline, s.timeout)
 }
 
 func (s *Sandbox) usableErr() error {
@@ -83,7 +66,7 @@ func (s *Sandbox) usableErr() error {
 func (s *Sandbox) track(e *execution) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != running {
+	if s.state != sandbox.Running {
 		return false
 	}
 	s.runs[e] = struct{}{}
@@ -106,11 +89,11 @@ func (s *Sandbox) untrack(e *execution) {
 // resume.
 func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 	s.mu.Lock()
-	if s.state == closed {
+	if s.state == sandbox.Closed {
 		s.mu.Unlock()
 		return "", fmt.Errorf("sandbox %s is closed", s.id)
 	}
-	s.state = paused
+	s.state = sandbox.Paused
 	s.mu.Unlock()
 
 	err := s.stopAll(ctx)
@@ -125,11 +108,11 @@ func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 // volume. Closing twice is not an error.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.state == closed {
+	if s.state == sandbox.Closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.state = closed
+	s.state = sandbox.Closed
 	runs := s.runList()
 	s.mu.Unlock()
 

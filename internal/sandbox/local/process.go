@@ -191,7 +191,13 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 		close(p.done)
 		s.untrack(p)
 	}()
-	p.watch(ctx, opt.Timeout)
+	sandbox.Watch(ctx, opt.Timeout, p.done, func(timedOut bool) {
+		if timedOut {
+			p.kill(killTimeout)
+		} else {
+			p.kill(killCanceled)
+		}
+	})
 
 	if err := p.handshake(statusR, blockW, s); err != nil {
 		p.kill(killStopped)
@@ -335,25 +341,6 @@ func (p *proc) readStatus(dec *json.Decoder, statusR *os.File) {
 			p.mu.Unlock()
 		}
 	}
-}
-
-// watch kills the command when ctx ends or timeout passes.
-func (p *proc) watch(ctx context.Context, timeout time.Duration) {
-	var timer <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		timer = t.C
-		go func() { <-p.done; t.Stop() }()
-	}
-	go func() {
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			p.kill(killCanceled)
-		case <-timer:
-			p.kill(killTimeout)
-		}
-	}()
 }
 
 // kill ends the command and everything in its sandbox. The first reason

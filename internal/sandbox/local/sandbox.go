@@ -27,18 +27,10 @@ type Sandbox struct {
 	egress *egressProxy // nil unless the network mode is allowlist
 
 	mu       sync.Mutex
-	state    state
+	state    sandbox.State
 	deadline time.Time
 	procs    map[*proc]struct{} // running commands, killed by Pause and Close
 }
-
-type state int
-
-const (
-	running state = iota
-	paused
-	closed
-)
 
 // ID is the sandbox's id, also its directory name under Config.Root and the
 // SessionID Pause returns.
@@ -51,16 +43,7 @@ func (s *Sandbox) HostDir() string { return s.work }
 
 // usable returns an error when the sandbox may not start new commands.
 func (s *Sandbox) usable() error {
-	switch s.state {
-	case paused:
-		return fmt.Errorf("sandbox %s is paused", s.id)
-	case closed:
-		return fmt.Errorf("sandbox %s is closed", s.id)
-	}
-	if time.Now().After(s.deadline) {
-		return fmt.Errorf("sandbox %s: lifetime of %s is over: %w", s.id, s.meta.Timeout, sandbox.ErrExpired)
-	}
-	return nil
+	return s.state.Usable(s.ID(), s.deadline, s.meta.Timeout)
 }
 
 // Pause stops every process of the sandbox and keeps its files. The returned
@@ -68,11 +51,11 @@ func (s *Sandbox) usable() error {
 // itself refuses new commands afterwards.
 func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 	s.mu.Lock()
-	if s.state == closed {
+	if s.state == sandbox.Closed {
 		s.mu.Unlock()
 		return "", fmt.Errorf("sandbox %s is closed", s.id)
 	}
-	s.state = paused
+	s.state = sandbox.Paused
 	s.meta.Paused = true
 	m := s.meta
 	s.mu.Unlock()
@@ -89,11 +72,11 @@ func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 // parts the code made read-only. Closing twice is not an error.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.state == closed {
+	if s.state == sandbox.Closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.state = closed
+	s.state = sandbox.Closed
 	s.mu.Unlock()
 
 	err := s.stopAll(ctx)
@@ -135,7 +118,7 @@ func (s *Sandbox) stopAll(ctx context.Context) error {
 func (s *Sandbox) track(p *proc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != running {
+	if s.state != sandbox.Running {
 		return false
 	}
 	s.procs[p] = struct{}{}
