@@ -683,14 +683,21 @@ func stillWorks(t *testing.T, sbx sandbox.Sandbox) {
 func TestHostileScript(t *testing.T) { runHostile(t, localTarget()) }
 
 // TestHostileScriptDocker runs the cases that apply to Docker in one
-// container each, several at a time (the daemon copes with a handful).
-func TestHostileScriptDocker(t *testing.T) { runHostile(t, dockerTarget(t)) }
+// container each, all at once (the daemon copes with two dozen), beside the
+// other backends' cases.
+func TestHostileScriptDocker(t *testing.T) {
+	t.Parallel()
+	runHostile(t, dockerTarget(t))
+}
 
 // TestHostileScriptCPUOS runs the cases that apply to cpuos through the
 // HTTP client against a real cpuos.Server (on the local backend): the
 // sandbox is the same as local's, so these check that the transport keeps
 // what the sandbox holds.
-func TestHostileScriptCPUOS(t *testing.T) { runHostile(t, cpuosTarget(t)) }
+func TestHostileScriptCPUOS(t *testing.T) {
+	t.Parallel()
+	runHostile(t, cpuosTarget(t))
+}
 
 // runHostile runs every case for tg's backend in a sandbox of its own.
 func runHostile(t *testing.T, tg *target) {
