@@ -2,6 +2,7 @@ package adversarial
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,11 +32,52 @@ with open("/work/fine.txt", "w") as f:
 print("planted")
 `
 
+// sameAsInside fails unless data is what the code in sbx reads at p: a file
+// of the sandbox's own, not of the host. It must not hold the host's secret.
+func sameAsInside(t *testing.T, sbx sandbox.Sandbox, p string, data []byte) {
+	t.Helper()
+	if hasSecret(string(data)) {
+		t.Errorf("%s holds the host's secret", p)
+	}
+	res, err := sbx.Exec(t.Context(), []string{"cat", p}, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || res.Stdout != string(data) {
+		t.Errorf("%s read from the host (%d bytes) is not what the code reads inside (exit %d, %d bytes)", p, len(data), res.ExitCode, len(res.Stdout))
+	} else {
+		t.Logf("%s resolved inside the sandbox (%d bytes, same as the code sees)", p, len(data))
+	}
+}
+
 // TestDownloadTricks checks that agent.Download and the sandbox's ReadFile
 // and List, which run on the host, refuse every trap.
 func TestDownloadTricks(t *testing.T) {
 	t.Parallel()
-	sbx := newSandbox(t, sandbox.Options{})
+	downloadTricks(t, newSandbox(t, sandbox.Options{}))
+}
+
+// TestDownloadTricksDocker sets the same traps in a Docker sandbox, whose
+// files come out through the Engine API's archive endpoint.
+func TestDownloadTricksDocker(t *testing.T) {
+	t.Parallel()
+	downloadTricks(t, dockerTarget(t).create(t, sandbox.Options{}))
+}
+
+// TestDownloadTricksCPUOS sets them in a cpuos sandbox, whose files cross
+// HTTP and are read by the server on its own machine.
+func TestDownloadTricksCPUOS(t *testing.T) {
+	t.Parallel()
+	downloadTricks(t, cpuosTarget(t).create(t, sandbox.Options{}))
+}
+
+// downloadTricks plants the traps in sbx and springs them from the host.
+// Docker's archive endpoint resolves a link the code planted inside the
+// container's own root (the daemon's FollowSymlinkInScope), never the
+// host's: there a relative link into the container's /etc may be read, and
+// the test checks that what comes out is exactly what the code itself sees.
+func downloadTricks(t *testing.T, sbx sandbox.Sandbox) {
+	inScope := kindOf(sbx) == onDocker
 	res := runScript(t, sbx, strings.Replace(plantLinks, "%q", `"`+host.tmpSecret+`"`, 1), 30*time.Second)
 	if !strings.Contains(res.Stdout, "planted") {
 		t.Fatalf("the traps were not planted: %s %s", res.Stdout, res.Stderr)
@@ -50,18 +92,27 @@ func TestDownloadTricks(t *testing.T) {
 			if !strings.HasPrefix(p, "/") {
 				full = sandbox.WorkDir + "/" + p
 			}
-			done := make(chan error, 1)
+			type read struct {
+				data []byte
+				err  error
+			}
+			done := make(chan read, 1)
 			go func() {
 				rc, err := sbx.ReadFile(ctx, full)
+				var data []byte
 				if err == nil {
+					data, err = io.ReadAll(io.LimitReader(rc, 1<<20))
 					rc.Close()
 				}
-				done <- err
+				done <- read{data, err}
 			}()
 			select {
-			case err := <-done:
-				if err == nil {
+			case r := <-done:
+				if r.err == nil && !inScope {
 					t.Errorf("ReadFile(%q) succeeded", full)
+				}
+				if r.err == nil && inScope {
+					sameAsInside(t, sbx, full, r.data)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatalf("ReadFile(%q) blocked", full)
@@ -83,9 +134,19 @@ func TestDownloadTricks(t *testing.T) {
 	})
 	t.Run("Download", func(t *testing.T) {
 		dir := t.TempDir()
+		kept := map[string]bool{}
 		for _, p := range traps {
-			if got, _, err := agent.Download(ctx, sbx, strings.TrimPrefix(p, "/"), dir, 1<<20); err == nil {
+			got, _, err := agent.Download(ctx, sbx, strings.TrimPrefix(p, "/"), dir, 1<<20)
+			switch {
+			case err == nil && !inScope:
 				t.Errorf("Download(%q) wrote %s", p, got)
+			case err == nil:
+				data, _ := os.ReadFile(got)
+				sameAsInside(t, sbx, sandbox.WorkDir+"/"+p, data)
+				if rel, rerr := filepath.Rel(dir, got); rerr != nil || strings.HasPrefix(rel, "..") {
+					t.Errorf("Download(%q) wrote %s, outside %s", p, got, dir)
+				}
+				kept[got] = true
 			}
 		}
 		if _, _, err := agent.Download(ctx, sbx, "big.bin", dir, 1<<20); !errors.Is(err, agent.ErrTooLarge) {
@@ -96,7 +157,7 @@ func TestDownloadTricks(t *testing.T) {
 		}
 		// Only the good file landed, and no partial file was left.
 		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && filepath.Base(p) != "fine.txt" {
+			if err == nil && !d.IsDir() && filepath.Base(p) != "fine.txt" && !kept[p] {
 				t.Errorf("the download dir holds %s", p)
 			}
 			return nil

@@ -111,6 +111,7 @@ func setup() (int, error) {
 }
 
 func teardown() {
+	stopCPUOS()
 	os.Remove(host.tmpSecret)
 	if host.rootSecret != "" {
 		os.Remove(host.rootSecret)
@@ -146,9 +147,6 @@ func newSandbox(t testing.TB, opt sandbox.Options) sandbox.Sandbox {
 	})
 	return sbx
 }
-
-// hostDir is the host directory behind a sandbox's /work.
-func hostDir(sbx sandbox.Sandbox) string { return sbx.(*local.Sandbox).HostDir() }
 
 // runScript runs code the way script mode does and fails the test only if
 // the sandbox itself fails.
@@ -215,15 +213,6 @@ func namespaceOf(t testing.TB, stdout string) uint64 {
 // reportNS is Python that prints the sandbox's pid namespace inode for
 // waitNamespaceEmpty.
 const reportNS = "import os as _os\nprint('PIDNS', _os.stat('/proc/self/ns/pid').st_ino, flush=True)\n"
-
-// fileSize is the size of a host file, or -1.
-func fileSize(p string) int64 {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return -1
-	}
-	return fi.Size()
-}
 
 // hasSecret reports whether out holds the secret the tests plant.
 func hasSecret(out string) bool {

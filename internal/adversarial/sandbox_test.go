@@ -12,13 +12,19 @@ import (
 
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/docker"
 )
 
 // hostile is one piece of hostile or careless code run in script mode.
 type hostile struct {
 	name   string
 	expect string // what containment means, as docs/security.md says it
-	code   func() string
+	code   func(tg *target) string
+	// on are the backends the case runs on; zero means all three. why says
+	// why a case is not run everywhere: most often it checks how bubblewrap
+	// or terp's own seccomp filter does something Docker does its own way.
+	on  backend
+	why string
 	// own, when set, are the options of the case's sandbox (small limits
 	// for bombs); otherwise the defaults. Every case has a sandbox of its
 	// own: script mode writes each run to the same /work/.terp/main.py, and
@@ -26,7 +32,16 @@ type hostile struct {
 	own     *sandbox.Options
 	timeout time.Duration
 	check   func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result)
+	// dockerCheck, when set, replaces check on the Docker backend, whose
+	// containment is observable in other ways (docker-init as pid 1, the
+	// image's /etc, Docker's default seccomp profile).
+	dockerCheck func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result)
 }
+
+// notTransport is why a case does not run on cpuos: it probes the sandbox
+// itself, which cpuos's server builds with the local backend, and no part of
+// the HTTP layer; the local run covers it.
+const notTransport = "probes the sandbox itself, which the cpuos server builds with the local backend; the local run covers it"
 
 // small are the limits for bomb cases: low enough to hit quickly.
 var small = sandbox.Options{Limits: sandbox.Limits{
@@ -50,7 +65,7 @@ func wants(want ...string) func(*testing.T, sandbox.Sandbox, kernel.Result) {
 	}
 }
 
-func fixed(code string) func() string { return func() string { return code } }
+func fixed(code string) func(*target) string { return func(*target) string { return code } }
 
 // tryOpen is Python reporting, for each path, "open <path>: ok" or
 // "open <path>: <Error>".
@@ -69,7 +84,7 @@ func hostileCases() []hostile {
 		{
 			name:   "network/connect-host-loopback",
 			expect: "connecting to a listener on the host's 127.0.0.1 fails; the listener sees nothing",
-			code: func() string {
+			code: func(*target) string {
 				return fmt.Sprintf(`import socket
 try:
     socket.create_connection(("127.0.0.1", %d), timeout=3).close(); print("connect: ok")
@@ -88,6 +103,8 @@ print("ifaces", sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").re
 		{
 			name:   "network/dns",
 			expect: "name resolution fails (no network namespace route, no resolv.conf)",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import socket
 for name in ["example.com", "pypi.org"]:
     try:
@@ -100,6 +117,8 @@ for name in ["example.com", "pypi.org"]:
 		{
 			name:   "network/raw-socket",
 			expect: "raw sockets are refused (no CAP_NET_RAW) and packet sockets by the seccomp filter; UDP to the outside has no route",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import socket
 for fam, typ, proto, label in [(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP, "raw"),
                                (socket.AF_PACKET, socket.SOCK_RAW, 0, "packet")]:
@@ -117,12 +136,20 @@ except OSError as e:
 		{
 			name:   "files/host-secrets",
 			expect: "a secret file in the host's /tmp and /root, /etc/shadow and the host's /etc/passwd entries are not there",
-			code: func() string {
+			code: func(*target) string {
 				return tryOpen + fmt.Sprintf(`
 for p in [%q, %q, "/etc/shadow", "/etc/gshadow", "/root/.bash_history", "/etc/sudoers"]:
     try_open(p)
 print("passwd", open("/etc/passwd").read().count("\n"), "lines")
 `, host.tmpSecret, host.rootSecret)
+			},
+			// The image's own /etc is there (its shadow unreadable to uid
+			// 1000); the host's files are not.
+			dockerCheck: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("open /etc/shadow: PermissionError", "open "+host.tmpSecret+": FileNotFoundError")(t, sbx, res)
+				if strings.Contains(res.Stdout, ": ok") {
+					t.Errorf("the code opened a secret file:\n%s", res.Stdout)
+				}
 			},
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("open /etc/shadow: FileNotFoundError", "passwd 3 lines")(t, sbx, res)
@@ -134,7 +161,7 @@ print("passwd", open("/etc/passwd").read().count("\n"), "lines")
 		{
 			name:   "files/terp-data-and-other-conversations",
 			expect: "terp's data dir and another conversation's /work are not mounted; a walk of the whole tree finds the secret nowhere",
-			code: func() string {
+			code: func(tg *target) string {
 				return tryOpen + fmt.Sprintf(`
 import os
 try_open(%q)
@@ -153,7 +180,7 @@ for top in ["/"]:
             except Exception:
                 pass
 print("found", found)
-`, host.root+"/notes.txt", hostDir(otherConversation)+"/other.txt", reverse(host.secret))
+`, host.root+"/notes.txt", tg.otherPath, reverse(host.secret))
 			},
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("found []")(t, sbx, res)
@@ -209,7 +236,7 @@ print("forked", n, flush=True)
 				if n >= small.Limits.Processes {
 					t.Errorf("forked %d processes, over the limit of %d", n, small.Limits.Processes)
 				}
-				waitNamespaceEmpty(t, res.Stdout)
+				noSurvivors(t, sbx, res.Stdout)
 				stillWorks(t, sbx)
 			},
 		},
@@ -261,7 +288,7 @@ except OSError as e:
 			timeout: 30 * time.Second,
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("stopped after 16 MiB")(t, sbx, res)
-				if n := fileSize(hostDir(sbx) + "/fill.bin"); n > small.Limits.FileSizeBytes {
+				if n := workFileSize(t, sbx, "fill.bin"); n > small.Limits.FileSizeBytes {
 					t.Errorf("the host file is %d bytes, over the limit", n)
 				}
 			},
@@ -269,6 +296,8 @@ except OSError as e:
 		{
 			name:   "limits/disk-fill-tmp",
 			expect: "/tmp is a tmpfs bounded by the memory limit: filling it stops with ENOSPC (or the OOM killer) at no more than 256 MiB",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			own:    &small,
 			code: fixed(`chunk = b"x" * (1 << 20)
 n = 0
@@ -328,14 +357,45 @@ if os.fork() == 0:
     os._exit(0)
 print("left them running")
 `),
+			dockerCheck: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("left them running")(t, sbx, res)
+				left := leftInContainer(t, sbx.(*docker.Sandbox))
+				if len(left) == 0 {
+					return
+				}
+				stillWorks(t, sbx)
+				knownGap(t, "processes that leave the step's session (setsid) survive the step in a Docker sandbox until Pause or Close:\n%s", strings.Join(left, "\n"))
+			},
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("left them running")(t, sbx, res)
-				waitNamespaceEmpty(t, res.Stdout)
+				noSurvivors(t, sbx, res.Stdout)
+			},
+		},
+		{
+			name:   "signals/kill-everything",
+			expect: "code that SIGKILLs its parent, pid 1, every pid up to 300 and -1 kills only its own sandbox's processes; the sandbox stays usable and the next step works",
+			code: fixed(`import os, signal
+hit = []
+for pid in [os.getppid(), 1] + list(range(2, 300)):
+    if pid == os.getpid():
+        continue
+    try:
+        os.kill(pid, signal.SIGKILL); hit.append(pid)
+    except OSError:
+        pass
+print("signalled", hit, flush=True)
+os.kill(-1, signal.SIGKILL)
+`),
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				t.Logf("exit %d: %s", res.ExitCode, res.Stdout)
+				stillWorks(t, sbx)
 			},
 		},
 		{
 			name:   "process/zombies",
 			expect: "zombies the code never reaps do not hang the step and are gone with it",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(reportNS + `import os
 for _ in range(50):
     if os.fork() == 0:
@@ -351,7 +411,7 @@ print("zombies", z)
 `),
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("zombies 50")(t, sbx, res)
-				waitNamespaceEmpty(t, res.Stdout)
+				noSurvivors(t, sbx, res.Stdout)
 			},
 		},
 		{
@@ -390,40 +450,59 @@ print("pid1", open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode())
 cmds = [open("/proc/%d/cmdline" % p, "rb").read().replace(b"\0", b" ").decode(errors="replace") for p in pids if os.path.exists("/proc/%d" % p)]
 print("cmds", cmds)
 `),
+			dockerCheck: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("pid1 /sbin/docker-init")(t, sbx, res)
+				if strings.Contains(res.Stdout, "adversarial.test") || strings.Contains(res.Stdout, "dockerd") || strings.Contains(res.Stdout, "containerd") {
+					t.Errorf("a host process is visible:\n%s", res.Stdout)
+				}
+				if n := pidCount(res.Stdout); n > 6 {
+					t.Errorf("%d processes visible in /proc:\n%s", n, res.Stdout)
+				}
+			},
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("pid1 /usr/bin/bwrap")(t, sbx, res)
 				if strings.Contains(res.Stdout, os.Args[0]) || strings.Contains(res.Stdout, "adversarial.test") {
 					t.Errorf("the test process is visible:\n%s", res.Stdout)
 				}
-				var n int
-				for line := range strings.Lines(res.Stdout) {
-					if rest, ok := strings.CutPrefix(line, "pids "); ok {
-						n = strings.Count(rest, ",") + 1
-					}
-				}
-				if n > 4 {
+				if n := pidCount(res.Stdout); n > 4 {
 					t.Errorf("%d processes visible in /proc:\n%s", n, res.Stdout)
 				}
 			},
 		},
 		{
 			name:   "proc/ptrace",
-			expect: "ptrace is refused by the seccomp filter (EPERM), for a host pid and for the sandbox's own pid 1 alike; init has no capabilities anyway",
-			code: func() string {
+			expect: "ptrace is refused by the seccomp filter (EPERM), for a host pid, the sandbox's own pid 1 and a sibling process alike; init has no capabilities anyway",
+			on:     onLocal | onDocker,
+			why:    notTransport,
+			code: func(*target) string {
 				return fmt.Sprintf(`import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-for label, pid in [("host", %d), ("init", 1)]:
+import subprocess
+sibling = subprocess.Popen(["sleep", "30"])
+for label, pid in [("host", %d), ("init", 1), ("sibling", sibling.pid)]:
     r = libc.ptrace(16, pid, None, None)  # PTRACE_ATTACH
     print("ptrace", label, "ok" if r == 0 else os.strerror(ctypes.get_errno()))
     if r == 0:
         os.waitpid(pid, 0x40000000)  # __WALL
         libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+sibling.kill()
 print([l.split()[0] + l.split()[1] for l in open("/proc/1/status") if l.startswith(("CapPrm", "CapEff", "CapBnd"))])
 `, os.Getpid())
 			},
+			// Docker's default seccomp profile allows ptrace on kernels from
+			// 4.8. The host's pids are out of sight and init runs as
+			// another user; the code's own processes share its uid.
+			dockerCheck: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				wants("ptrace host No such process", "ptrace init Operation not permitted",
+					"['CapPrm:0000000000000000', 'CapEff:0000000000000000', 'CapBnd:0000000000000000']")(t, sbx, res)
+				t.Logf("observed: %s", res.Stdout)
+				if strings.Contains(res.Stdout, "ptrace sibling ok") {
+					knownGap(t, "code in a Docker sandbox can ptrace other processes of the sandbox's user (a sibling here; the persistent kernel's worker alike): Docker's default seccomp profile allows ptrace")
+				}
+			},
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
-				wants("ptrace host Operation not permitted", "ptrace init Operation not permitted",
+				wants("ptrace host Operation not permitted", "ptrace init Operation not permitted", "ptrace sibling Operation not permitted",
 					"['CapPrm:0000000000000000', 'CapEff:0000000000000000', 'CapBnd:0000000000000000']")(t, sbx, res)
 				t.Logf("observed: %s", res.Stdout)
 			},
@@ -431,12 +510,22 @@ print([l.split()[0] + l.split()[1] for l in open("/proc/1/status") if l.startswi
 		{
 			name:   "proc/ptrace-stop-init",
 			expect: "code cannot stop the sandbox's init with ptrace (EPERM); had it, the step would still end at its timeout (3 s here)",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
 print("attach", libc.ptrace(16, 1, None, None), flush=True)
 `),
 			timeout: 3 * time.Second,
+			dockerCheck: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				t.Logf("exit %d timed out %v after %s: %s", res.ExitCode, res.TimedOut, res.Duration, res.Stdout)
+				if res.Duration > 15*time.Second {
+					t.Errorf("the step took %s", res.Duration)
+				}
+				stillWorks(t, sbx)
+				wants("attach -1")(t, sbx, res)
+			},
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				t.Logf("exit %d timed out %v after %s", res.ExitCode, res.TimedOut, res.Duration)
 				wants("attach -1")(t, sbx, res)
@@ -449,6 +538,8 @@ print("attach", libc.ptrace(16, 1, None, None), flush=True)
 		{
 			name:   "tty/tiocsti",
 			expect: "there is no controlling terminal (new session): /dev/tty cannot be opened and TIOCSTI on stdin/stdout/stderr fails",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import fcntl, termios, os
 try:
     os.open("/dev/tty", os.O_RDWR); print("tty ok")
@@ -470,7 +561,9 @@ for fd in (0, 1, 2):
 		{
 			name:   "kernel/keyctl",
 			expect: "keyctl is refused by the seccomp filter (EPERM): the test's session keyring, where it plants a key, is not searchable or readable",
-			code: func() string {
+			on:     onLocal | onDocker,
+			why:    notTransport,
+			code: func(*target) string {
 				return fmt.Sprintf(`import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 SYS_keyctl = %d
@@ -495,6 +588,8 @@ else:
 		{
 			name:   "kernel/mount",
 			expect: "mount(2) of a tmpfs, a bind of / and a remount of / read-write all fail (EPERM from the seccomp filter; no CAP_SYS_ADMIN either)",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 for label, args in [("tmpfs", (b"none", b"/tmp", b"tmpfs", 0, None)),
@@ -508,6 +603,8 @@ for label, args in [("tmpfs", (b"none", b"/tmp", b"tmpfs", 0, None)),
 		{
 			name:   "kernel/unshare-userns",
 			expect: "no new user, mount or network namespace: the seccomp filter refuses CLONE_NEW* (EPERM), and bwrap's --disable-userns stands behind it",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import ctypes, os, subprocess
 libc = ctypes.CDLL(None, use_errno=True)
 for label, flags in [("user", 0x10000000), ("user+mount", 0x10000000 | 0x00020000), ("net", 0x40000000)]:
@@ -527,6 +624,8 @@ print("unshare cmd", r.returncode, r.stdout.strip(), r.stderr.strip()[:80])
 		{
 			name:   "privilege/setuid",
 			expect: "no new privileges: setuid binaries (su, passwd, mount) run without gaining root; uid 1000, no capabilities",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import os, subprocess
 st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
 print("uid", os.getuid(), os.geteuid(), "nnp", st["NoNewPrivs"].strip(), "capeff", st["CapEff"].strip())
@@ -555,6 +654,8 @@ for cmd in (["su", "-c", "id -u", "root"], ["mount", "-t", "tmpfs", "none", "/mn
 		{
 			name:   "dev/minimal",
 			expect: "/dev holds only null, zero, full, random, urandom, tty, console-less pts/ptmx, shm and the std links: no disks, /dev/mem, kmsg",
+			on:     onLocal | onDocker,
+			why:    notTransport,
 			code: fixed(`import os
 print("dev", sorted(os.listdir("/dev")))
 for p in ["/dev/mem", "/dev/kmsg", "/dev/sda", "/dev/vda", "/dev/nvme0", "/dev/kvm", "/dev/fuse", "/dev/net/tun"]:
@@ -579,35 +680,97 @@ func stillWorks(t *testing.T, sbx sandbox.Sandbox) {
 	}
 }
 
-// otherConversation is another conversation's sandbox, with a file the
-// shared cases try to reach.
-var otherConversation sandbox.Sandbox
+func TestHostileScript(t *testing.T) { runHostile(t, localTarget()) }
 
-func TestHostileScript(t *testing.T) {
-	otherConversation = newSandbox(t, sandbox.Options{})
-	if err := otherConversation.WriteFile(t.Context(), "/work/other.txt", strings.NewReader(host.secret)); err != nil {
-		t.Fatal(err)
+// TestHostileScriptDocker runs the cases that apply to Docker in one
+// container each, all at once (the daemon copes with two dozen), beside the
+// other backends' cases.
+func TestHostileScriptDocker(t *testing.T) {
+	t.Parallel()
+	runHostile(t, dockerTarget(t))
+}
+
+// TestHostileScriptCPUOS runs the cases that apply to cpuos through the
+// HTTP client against a real cpuos.Server (on the local backend): the
+// sandbox is the same as local's, so these check that the transport keeps
+// what the sandbox holds.
+func TestHostileScriptCPUOS(t *testing.T) {
+	t.Parallel()
+	runHostile(t, cpuosTarget(t))
+}
+
+// runHostile runs every case for tg's backend in a sandbox of its own.
+func runHostile(t *testing.T, tg *target) {
+	tg.plantOther(t)
+	if tg.kind == onLocal {
+		plantKey(t)
 	}
-	plantKey(t)
 	for _, c := range hostileCases() {
+		on := c.on
+		if on == 0 {
+			on = onAll
+		}
+		if on&tg.kind == 0 {
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			opt := sandbox.Options{}
 			if c.own != nil {
 				opt = *c.own
 			}
-			sbx := newSandbox(t, opt)
+			sbx := tg.create(t, opt)
 			timeout := c.timeout
 			if timeout == 0 {
 				timeout = 30 * time.Second
 			}
-			res := runScript(t, sbx, c.code(), timeout)
+			res := runScript(t, sbx, c.code(tg), timeout)
 			if t.Failed() || testing.Verbose() {
 				t.Logf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, clip(res.Stdout), clip(res.Stderr))
 			}
-			c.check(t, sbx, res)
+			check := c.check
+			if tg.kind == onDocker && c.dockerCheck != nil {
+				check = c.dockerCheck
+			}
+			check(t, sbx, res)
 		})
 	}
+}
+
+// workFileSize is the size of /work/name as the sandbox's List reports it,
+// or -1.
+func workFileSize(t *testing.T, sbx sandbox.Sandbox, name string) int64 {
+	t.Helper()
+	files, err := sbx.List(t.Context(), sandbox.WorkDir)
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	for _, f := range files {
+		if f.Path == name {
+			return f.Size
+		}
+	}
+	return -1
+}
+
+// pidCount is how many pids the code listed on its "pids [...]" line.
+func pidCount(stdout string) int {
+	for line := range strings.Lines(stdout) {
+		if rest, ok := strings.CutPrefix(line, "pids "); ok {
+			return strings.Count(rest, ",") + 1
+		}
+	}
+	return 0
+}
+
+// knownGap marks a case whose containment does not hold on a backend: the
+// case has checked what does hold; this records what does not, loudly, and
+// docs/security.md lists it under "Known gaps".
+func knownGap(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := "KNOWN GAP: " + fmt.Sprintf(format, args...)
+	fmt.Fprintln(os.Stderr, "\n*** "+t.Name()+": "+msg+" ***")
+	t.Skip(msg)
 }
 
 func clip(s string) string {

@@ -135,6 +135,15 @@ func New(cfg Config) (*Backend, error) {
 	return &Backend{cfg: cfg, cli: cli, uid: uid, gid: gid}, nil
 }
 
+// keepAliveUser is the unprivileged user the container's own processes run
+// as: nobody, or one below it when the code itself runs as nobody.
+func keepAliveUser(codeUID int) string {
+	if codeUID == 65534 {
+		return "65533:65533"
+	}
+	return "65534:65534"
+}
+
 // parseUser reads a numeric UID[:GID].
 func parseUser(user string) (uid, gid int, err error) {
 	u, g, hasGroup := strings.Cut(user, ":")
@@ -391,8 +400,13 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: containerName(id, deadline),
 		Config: &container.Config{
-			Image:      b.cfg.Image,
-			User:       b.cfg.User,
+			Image: b.cfg.Image,
+			// docker-init and the keep-alive run as a user the code is
+			// not: code that kills (or ptraces) every process it can
+			// would otherwise stop the container with them, and lose
+			// the conversation's sandbox. Commands are execs that name
+			// b.cfg.User themselves.
+			User:       keepAliveUser(b.uid),
 			Hostname:   "terp",
 			WorkingDir: sandbox.WorkDir,
 			// The container only has to stay up: every command is an exec.

@@ -4,7 +4,8 @@
 // docker.io 20.10, speaks 1.41; the client supports 1.40 and up).
 //
 // Each sandbox is one long-lived container, started from the configured
-// image with `sleep infinity` under docker-init, and one named volume
+// image with `sleep infinity` under docker-init (both as nobody, so the
+// code, another user, can neither kill nor trace them), and one named volume
 // mounted at /work. The container has no network (NetworkMode "none")
 // unless sandbox.Options.Network asks for the full one; in the allowlist mode
 // it keeps none and reaches terp's proxy through a bound Unix socket (see
