@@ -397,6 +397,11 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 		networkMode = "" // the daemon's default network
 	}
 	init := true
+	profile, err := seccompProfile()
+	if err != nil {
+		cleanup("")
+		return nil, fmt.Errorf("docker sandbox: seccomp profile: %w", err)
+	}
 	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: containerName(id, deadline),
 		Config: &container.Config{
@@ -423,7 +428,7 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 			ReadonlyRootfs: true,
 			Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,exec,size=" + strconv.FormatInt(l.MemoryBytes, 10)},
 			CapDrop:        []string{"ALL"},
-			SecurityOpt:    []string{"no-new-privileges"},
+			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + profile},
 			Init:           &init,
 			LogConfig:      container.LogConfig{Type: "none"},
 			Resources: container.Resources{

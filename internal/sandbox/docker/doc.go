@@ -9,10 +9,11 @@
 // mounted at /work. The container has no network (NetworkMode "none")
 // unless sandbox.Options.Network asks for the full one; in the allowlist mode
 // it keeps none and reaches terp's proxy through a bound Unix socket (see
-// egress.go; this needs a daemon on terp's machine). It has a memory limit with
-// swap equal to it (so no swap at all), a pids limit, a CPU limit and a
-// file-size rlimit; every capability dropped, no-new-privileges, a
-// read-only root with a tmpfs /tmp, and a non-root user. Its environment is
+// egress.go; this needs a daemon on terp's machine). It has a memory limit
+// with swap equal to it (so no swap at all), a pids limit, a CPU limit and a
+// file-size rlimit; every capability dropped, no-new-privileges, Docker's
+// seccomp profile without ptrace (seccomp.go), a read-only root with a tmpfs
+// /tmp, and a non-root user. Its environment is
 // the image's plus a few variables terp sets; terp's own never enters it.
 // Labels (dev.terp.sandbox, dev.terp.timeout, dev.terp.deadline) let terp
 // find its containers and volumes again; the name, terp-ID-DEADLINE,
