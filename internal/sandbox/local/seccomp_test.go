@@ -322,7 +322,6 @@ a = np.random.default_rng(0).normal(size=(200, 200))
 print("numpy", round(float(np.linalg.eigvalsh(a @ a.T).max()), 3) > 0)
 df = pd.DataFrame({"x": range(10), "y": [i * i for i in range(10)]})
 print("pandas", int(df.y.sum()))
-plt.plot(df.x, df.y); plt.savefig("/work/fig.png")
 print("subprocess", subprocess.run(["sh", "-c", "echo hi"], capture_output=True, text=True).stdout.strip())
 with concurrent.futures.ThreadPoolExecutor(4) as ex:
     print("threads", sum(ex.map(lambda i: i * 2, range(100))))
@@ -331,6 +330,9 @@ def sq(x):
     return x * x
 
 if __name__ == "__main__":
+    # Only here: spawn and forkserver children import this module again, and
+    # several processes writing one figure at once leave a torn file.
+    plt.plot(df.x, df.y); plt.savefig("/work/fig.png")
     for method in ("fork", "spawn", "forkserver"):
         with multiprocessing.get_context(method).Pool(2) as pool:
             print("multiprocessing", method, sum(pool.map(sq, range(10))))
