@@ -359,12 +359,10 @@ print("left them running")
 `),
 			dockerCheck: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("left them running")(t, sbx, res)
-				left := leftInContainer(t, sbx.(*docker.Sandbox))
-				if len(left) == 0 {
-					return
+				if left := leftInContainer(t, sbx.(*docker.Sandbox)); len(left) > 0 {
+					t.Errorf("processes survived the step in the container:\n%s", strings.Join(left, "\n"))
 				}
 				stillWorks(t, sbx)
-				knownGap(t, "processes that leave the step's session (setsid) survive the step in a Docker sandbox until Pause or Close:\n%s", strings.Join(left, "\n"))
 			},
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
 				wants("left them running")(t, sbx, res)

@@ -37,9 +37,10 @@ import (
 //     process of the session by scanning /proc in the container. This works
 //     on a remote daemon too: terp never needs a host pid.
 //
-// A process that leaves the session (setsid) and double-forks escapes
-// step 3 and 4; Pause kills every terp session in the container, and Close
-// removes the container.
+// A process that leaves the session (setsid, a double-forked daemon) is not
+// in it; run.py also kills, when its command ends, every process of the
+// sandbox's user whose session no terp script leads. Pause kills every terp
+// session in the container, and Close removes the container.
 
 var (
 	//go:embed run.py
