@@ -30,7 +30,7 @@ var seccompProfile = sync.OnceValues(func() (string, error) {
 	rules := p.Syscalls[:0]
 	for _, r := range p.Syscalls {
 		r.Names = slices.DeleteFunc(r.Names, func(n string) bool { return slices.Contains(deniedSyscalls, n) })
-		if len(r.Names) > 0 || r.Name != "" {
+		if len(r.Names) > 0 {
 			rules = append(rules, r)
 		}
 	}
