@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/terpdev/terp/internal/sandbox"
 )
 
 // DefaultAllow are the hosts the allowlist mode lets through when the user
@@ -118,4 +120,21 @@ func Public(ip netip.Addr) bool {
 		}
 	}
 	return true
+}
+
+// Check reports why a backend cannot make a sandbox with policy n: an unknown
+// mode, or an allowlist pattern that is not a host name.
+func Check(n sandbox.Network) error {
+	switch n.Mode {
+	case "", sandbox.NetworkNone, sandbox.NetworkFull:
+		return nil
+	case sandbox.NetworkAllowlist:
+		for _, p := range n.Allow {
+			if err := ValidPattern(p); err != nil {
+				return fmt.Errorf("network allowlist: %w", err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown network mode %q (want none, allowlist or full)", n.Mode)
 }

@@ -38,17 +38,11 @@ func (b *Backend) egressDir(id string) string {
 // is created: an unknown mode, a bad allowlist, or the allowlist mode with a
 // daemon elsewhere.
 func (b *Backend) checkNetwork(n sandbox.Network) error {
-	switch n.Mode {
-	case "", sandbox.NetworkNone, sandbox.NetworkFull:
-		return nil
-	case sandbox.NetworkAllowlist:
-	default:
-		return fmt.Errorf("docker sandbox: unknown network mode %q (want none, allowlist or full)", n.Mode)
+	if err := egress.Check(n); err != nil {
+		return fmt.Errorf("docker sandbox: %w", err)
 	}
-	for _, p := range n.Allow {
-		if err := egress.ValidPattern(p); err != nil {
-			return fmt.Errorf("docker sandbox: network allowlist: %w", err)
-		}
+	if n.Mode != sandbox.NetworkAllowlist {
+		return nil
 	}
 	if host := b.cli.DaemonHost(); !strings.HasPrefix(host, "unix://") {
 		return fmt.Errorf("docker sandbox: --network allowlist needs a Docker daemon on this machine (DOCKER_HOST is %s): "+

@@ -157,16 +157,8 @@ func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sand
 }
 
 func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, error) {
-	switch opt.Network.Mode {
-	case "", sandbox.NetworkNone, sandbox.NetworkFull:
-	case sandbox.NetworkAllowlist:
-		for _, p := range opt.Network.Allow {
-			if err := egress.ValidPattern(p); err != nil {
-				return nil, fmt.Errorf("create sandbox: network allowlist: %w", err)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("create sandbox: unknown network mode %q (want none, allowlist or full)", opt.Network.Mode)
+	if err := egress.Check(opt.Network); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	m := meta{
 		Created: time.Now().UTC(),
