@@ -38,28 +38,37 @@ while True:
         pass
 
 me = os.getpid()
-for _ in range(50):
-    left = 0
-    for p in os.listdir("/proc"):
-        if not p.isdigit() or int(p) == me:
-            continue
-        try:
-            with open("/proc/%s/stat" % p, "rb") as f:
-                st = f.read()
-            if int(st[st.rindex(b")") + 2:].split()[3]) == sid:
-                os.kill(int(p), signal.SIGKILL)
-                left += 1
-        except (OSError, ValueError):
-            pass
-    if not left:
-        break
+uid = os.getuid()
+
+
+def sweep(doomed):
+    """Kills, until none is left, the processes for which doomed(pid, sid)."""
+    for _ in range(50):
+        left = 0
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or int(p) == me:
+                continue
+            try:
+                with open("/proc/%s/stat" % p, "rb") as f:
+                    st = f.read()
+                if doomed(p, int(st[st.rindex(b")") + 2:].split()[3])):
+                    os.kill(int(p), signal.SIGKILL)
+                    left += 1
+            except (OSError, ValueError):
+                pass
+        if not left:
+            return
+
+
+# What CMD left in its session.
+sweep(lambda p, psid: psid == sid)
 
 # Then what earlier commands left behind in sessions of their own (setsid, a
-# double-forked daemon), which the loop above cannot see: every process of
+# double-forked daemon), which the sweep above cannot see: every process of
 # this user whose session is not led by one of terp's own scripts (another
-# command's run.py, kill.py, list.py, the egress bridge) is killed. A process
-# that disguises itself as one of them survives until Pause or Close, within
-# the container's limits.
+# command's run.py, kill.py, list.py, the egress bridge). A process that
+# disguises itself as one of them survives until Pause or Close, within the
+# container's limits.
 MARKS = (b"# run.py starts every command", b"# kill.py delivers", b"# list.py prints",
          b"# terp's egress bridge")
 
@@ -73,26 +82,7 @@ def led_by_terp(leader):
     return any(m in cmdline for m in MARKS)
 
 
-uid = os.getuid()
-for _ in range(50):
-    left = 0
-    for p in os.listdir("/proc"):
-        if not p.isdigit() or int(p) == me:
-            continue
-        try:
-            if os.stat("/proc/" + p).st_uid != uid:
-                continue
-            with open("/proc/%s/stat" % p, "rb") as f:
-                st = f.read()
-            psid = int(st[st.rindex(b")") + 2:].split()[3])
-            if psid in (0, sid) or led_by_terp(psid):
-                continue
-            os.kill(int(p), signal.SIGKILL)
-            left += 1
-        except (OSError, ValueError):
-            pass
-    if not left:
-        break
+sweep(lambda p, psid: psid not in (0, sid) and os.stat("/proc/" + p).st_uid == uid and not led_by_terp(psid))
 
 if os.WIFSIGNALED(status):
     os._exit(128 + os.WTERMSIG(status))
