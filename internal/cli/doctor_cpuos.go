@@ -102,9 +102,10 @@ func cpuosSandboxCheck(ctx context.Context, opts *doctorOptions, cfg *config.Con
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	began := time.Now()
+	network := networkPolicy(cfg)
 	sbx, err := backend.Create(ctx, sandbox.Options{Timeout: 5 * time.Minute, Limits: sandbox.Limits{
 		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit,
-	}})
+	}, Network: network})
 	var ae *cpuos.APIError
 	switch {
 	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
@@ -132,6 +133,10 @@ func cpuosSandboxCheck(ctx context.Context, opts *doctorOptions, cfg *config.Con
 		return keyCheck, sbxCheck
 	}
 	out, runErr := sbx.Exec(ctx, cpuosImports, sandbox.ExecOptions{Timeout: time.Minute})
+	var proxyErr error
+	if runErr == nil && network.Mode == sandbox.NetworkAllowlist {
+		proxyErr = proxyAnswers(ctx, sbx)
+	}
 	closeErr := sbx.Close(context.WithoutCancel(ctx))
 	libsFix := fmt.Sprintf("Use a template with python3, numpy, pandas and matplotlib (the seed's %q): set cpuos_template or --cpuos-template. For terp sandbox serve, install them on its machine: sudo apt-get install python3-numpy python3-pandas python3-matplotlib.",
 		cpuos.DefaultTemplate)
@@ -144,14 +149,17 @@ func cpuosSandboxCheck(ctx context.Context, opts *doctorOptions, cfg *config.Con
 		sbxCheck.Detail = fmt.Sprintf("in a sandbox of template %q, importing numpy, pandas and matplotlib exited %d: %s",
 			template, out.ExitCode, clipText(lastLine(out.Stderr+out.Stdout), 200))
 		sbxCheck.Fix = libsFix
+	case proxyErr != nil:
+		sbxCheck.Status, sbxCheck.Detail = checkFail, proxyErr.Error()
+		sbxCheck.Fix = "The cpuos server's allowlist proxy does not answer: check its log; use --network none or full meanwhile."
 	case closeErr != nil:
 		sbxCheck.Status = checkFail
 		sbxCheck.Detail = "the test sandbox ran Python but could not be closed: " + closeErr.Error()
 		sbxCheck.Fix = "It expires by itself after 5 minutes; if closing keeps failing, the server's log says why."
 	default:
 		sbxCheck.Status = checkOK
-		sbxCheck.Detail = fmt.Sprintf("template %q created a sandbox that imported numpy, pandas and matplotlib with Python %s, and closed it (%.1fs)",
-			template, strings.TrimSpace(strings.TrimPrefix(out.Stdout, "terp-doctor ")), time.Since(began).Seconds())
+		sbxCheck.Detail = fmt.Sprintf("template %q created a sandbox that imported numpy, pandas and matplotlib with Python %s, and closed it (%.1fs); network %s",
+			template, strings.TrimSpace(strings.TrimPrefix(out.Stdout, "terp-doctor ")), time.Since(began).Seconds(), describeNetwork(network))
 	}
 	return keyCheck, sbxCheck
 }

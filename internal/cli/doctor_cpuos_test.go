@@ -129,13 +129,21 @@ func TestDoctorCpuos(t *testing.T) {
 		})
 	}
 
-	// The checklist a person reads names the failure and its fix.
-	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print(1234 * 5678)")))
+	// In the allowlist mode the served sandbox's proxy is probed too.
+	probe := llmtest.Fixed(llmtest.RunPython("print(1234 * 5678)"))
+	s := llmtest.New(t, probe, probe) // two doctor runs
 	env := serverEnv(s)
-	env["CPUOS_API_KEY"] = "not-the-token"
+	env["CPUOS_API_KEY"] = token
 	env["TERP_SANDBOX"] = "cpuos"
 	env["TERP_CPUOS_URL"] = serveURL
-	r := terp(t, env, "", "doctor", "--exec-mode", "script")
+	r := terp(t, env, "", "doctor", "--exec-mode", "script", "--network", "allowlist", "--network-allow", "pypi.org")
+	if r.code != 0 || !strings.Contains(r.stdout, "network allowlist (pypi.org)") {
+		t.Errorf("allowlist: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// The checklist a person reads names the failure and its fix.
+	env["CPUOS_API_KEY"] = "not-the-token"
+	r = terp(t, env, "", "doctor", "--exec-mode", "script")
 	for _, want := range []string{"✓ cpuos url", "✗ cpuos key", "rejected the key in CPUOS_API_KEY", "fix: Set CPUOS_API_KEY", "- sandbox", "Some checks failed"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("checklist lacks %q:\n%s", want, r.stdout)
