@@ -108,7 +108,7 @@ func newBackend(cfg *config.Config, dataDir string) (sandbox.Backend, error) {
 	case "docker":
 		return docker.New(docker.Config{Image: cfg.DockerImage, EgressDir: filepath.Join(dataDir, "egress")})
 	default:
-		return nil, usagef("the %s sandbox is not built yet; use --sandbox local (the default)", cfg.Sandbox)
+		return nil, usagef("unknown sandbox %q; use local, docker or cpuos", cfg.Sandbox)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package sandbox defines where the model's code runs. A backend creates one
 // sandbox per conversation; the agent loop writes files into /work, runs
 // commands there and reads back what the code saved. Backends live in
-// subpackages (local, and later docker and cpuos) and are held to the same
+// subpackages (local, docker, cpuos) and are held to the same
 // rules: files live in WorkDir, output is bounded while it is read, a command
 // that times out is killed together with every child, the host environment
 // never enters the sandbox and the network is off unless configured.
