@@ -43,7 +43,7 @@ func describeExit(code int) string {
 			name = fmt.Sprintf("signal %d", code-128)
 		}
 		if sig == unix.SIGKILL {
-			return "it was killed with SIGKILL, most likely because it went over the sandbox's memory limit"
+			return "it was killed with SIGKILL: most likely it went over the sandbox's memory limit, unless the code killed it"
 		}
 		return fmt.Sprintf("it was killed by %s (%s)", name, sig)
 	}
