@@ -14,6 +14,7 @@ import (
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // TestAskDockerHostile runs the real binary with --sandbox docker through
@@ -26,7 +27,7 @@ import (
 func TestAskDockerHostile(t *testing.T) {
 	t.Parallel()
 	dockerTarget(t)
-	bin := terpBinary(t)
+	bin := terptest.Binary(t)
 	var terpPid atomic.Int64
 	hostile := []func() string{
 		fixedCode(`import sys, os
@@ -73,7 +74,7 @@ os.kill(-1, signal.SIGKILL)
 	srv := model(t, steps...)
 
 	home := t.TempDir()
-	cmd := exec.Command(bin, "ask", "--sandbox", "docker", "--docker-image", dockerImage(), "be hostile")
+	cmd := exec.Command(bin, "ask", "--sandbox", "docker", "--docker-image", terptest.DockerImage(t), "be hostile")
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,

@@ -2,7 +2,6 @@ package adversarial
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox/cpuos"
 	"github.com/terpdev/terp/internal/sandbox/docker"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // backend is a set of sandbox backends a case runs on.
@@ -116,34 +116,12 @@ var dockerOnce struct {
 	err error
 }
 
-// dockerImage is the image the Docker cases run: `make docker-test-image`
-// builds it; TERP_TEST_DOCKER_IMAGE overrides it.
-func dockerImage() string {
-	if img := os.Getenv("TERP_TEST_DOCKER_IMAGE"); img != "" {
-		return img
-	}
-	return "terp-python:debian12"
-}
-
 func dockerTarget(t testing.TB) *target {
 	t.Helper()
+	img := terptest.DockerImage(t)
 	dockerOnce.Do(func() {
-		b, err := docker.New(docker.Config{Image: dockerImage()})
+		b, err := docker.New(docker.Config{Image: img})
 		if err != nil {
-			dockerOnce.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := b.Ping(ctx); err != nil {
-			dockerOnce.err = fmt.Errorf("DOCKER TESTS SKIPPED: no daemon at %s: %w", b.Host(), err)
-			return
-		}
-		var se *docker.SetupError
-		if err := b.InspectImage(ctx); errors.As(err, &se) {
-			dockerOnce.err = fmt.Errorf("DOCKER TESTS SKIPPED: the test image %s is missing; run `make docker-test-image` (or set TERP_TEST_DOCKER_IMAGE)", dockerImage())
-			return
-		} else if err != nil {
 			dockerOnce.err = err
 			return
 		}
@@ -154,12 +132,8 @@ func dockerTarget(t testing.TB) *target {
 		}
 		dockerOnce.b, dockerOnce.cli = b, cli
 	})
-	if err := dockerOnce.err; err != nil {
-		if strings.HasPrefix(err.Error(), "DOCKER TESTS SKIPPED") {
-			fmt.Fprintln(os.Stderr, "\n*** "+err.Error()+" ***")
-			t.Skip(err.Error())
-		}
-		t.Fatal(err)
+	if dockerOnce.err != nil {
+		t.Fatal(dockerOnce.err)
 	}
 	return &target{kind: onDocker, b: dockerOnce.b}
 }

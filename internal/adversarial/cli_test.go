@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/terpdev/terp/internal/cli"
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // These cases run terp end to end, in process, against a scripted model
@@ -219,39 +219,13 @@ func TestAskDownloadTricks(t *testing.T) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-// terpBinary builds the real terp once per test run.
-func terpBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "terp-adversarial-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "terp")
-		if out, err := exec.Command("go", "build", "-o", binary, "../../cmd/terp").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
-
 // TestSignalsToTerp runs the real binary as a subprocess and has the code
 // send SIGKILL to every pid it can name: its parents, the sandbox's init,
 // -1, and terp's own host pid. terp must survive and finish the
 // conversation.
 func TestSignalsToTerp(t *testing.T) {
 	t.Parallel()
-	bin := terpBinary(t)
+	bin := terptest.Binary(t)
 	var terpPid atomic.Int64
 	srv := model(t,
 		func(llmtest.Request) llmtest.Reply {

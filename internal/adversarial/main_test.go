@@ -20,6 +20,7 @@ import (
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // The suite runs real bubblewrap and real Python: a sandbox is only worth
@@ -119,9 +120,7 @@ func teardown() {
 	if host.root != "" {
 		os.RemoveAll(host.root)
 	}
-	if binary != "" {
-		os.RemoveAll(filepath.Dir(binary))
-	}
+	terptest.RemoveBinary()
 }
 
 func randomHex() string {

@@ -16,6 +16,7 @@ import (
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // result is what one terp invocation left for its user.
@@ -364,7 +365,7 @@ func TestEveryCommandHasHelpWithExamples(t *testing.T) {
 // the code runs: terp stops the run, still downloads what earlier steps
 // saved, reports the turn as cancelled and exits 130.
 func TestInterruptKeepsWhatWasSaved(t *testing.T) {
-	bin := terpBinary(t)
+	bin := terptest.Binary(t)
 	started := make(chan struct{})
 	s := llmtest.New(t,
 		llmtest.Fixed(llmtest.RunPython("open('/work/partial.txt', 'w').write('kept')")),

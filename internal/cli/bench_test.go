@@ -2,17 +2,16 @@ package cli
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // print1GB writes 1 GiB to stdout in 1 KiB lines.
@@ -28,7 +27,7 @@ for _ in range(1 << 20):
 // the peak must not grow with what the code prints (docs/benchmarks.md).
 func BenchmarkPeakMemoryPrint1GB(b *testing.B) {
 	dir := b.TempDir()
-	bin := terpBinary(b)
+	bin := terptest.Binary(b)
 	for b.Loop() {
 		s := llmtest.New(b, llmtest.Fixed(llmtest.RunPython(print1GB)), func(req llmtest.Request) llmtest.Reply {
 			res, err := req.ToolResult()
@@ -69,34 +68,6 @@ func BenchmarkPeakMemoryPrint1GB(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "s/question")
 	}
 }
-
-// terpBinary builds the terp command once per test binary, for tests that
-// must run it as its own process (signals, peak memory).
-func terpBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "terp-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBinary = filepath.Join(dir, "terp")
-		out, err := exec.Command("go", "build", "-o", builtBinary, "../../cmd/terp").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBinary
-}
-
-var (
-	buildOnce   sync.Once
-	builtBinary string
-	buildErr    error
-)
 
 // highWaterKB reads a process's peak resident set size, or 0 once it is gone.
 func highWaterKB(pid int) int64 {

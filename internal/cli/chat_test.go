@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 func TestChatREPLWithPipedStdin(t *testing.T) {
@@ -177,7 +178,7 @@ print("\x1b]0;owned\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J")
 // a question whose code draws a chart, a run cancelled with ctrl+c, and a
 // question after it.
 func TestChatInTmux(t *testing.T) {
-	bin := terpBinary(t)
+	bin := terptest.Binary(t)
 	sleeping := make(chan struct{})
 	s := llmtest.New(t,
 		llmtest.Fixed(llmtest.Reply{Reasoning: "A sine wave peaks at 1.", Calls: llmtest.RunPython(wavesCode).Calls}),

@@ -5,50 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/docker"
 	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 func healthyModel(t *testing.T) map[string]string {
 	s := llmtest.New(t, func(req llmtest.Request) llmtest.Reply { return llmtest.RunPython("print(1234 * 5678)") })
 	return serverEnv(s)
-}
-
-// dockerTestImage is the image `make docker-test-image` builds; the test
-// skips, loudly, without a daemon or without the image.
-func dockerTestImage(t *testing.T) string {
-	t.Helper()
-	img := os.Getenv("TERP_TEST_DOCKER_IMAGE")
-	if img == "" {
-		img = "terp-python:debian12"
-	}
-	b, err := docker.New(docker.Config{Image: img})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	msg := ""
-	if _, err := b.Ping(ctx); err != nil {
-		msg = fmt.Sprintf("DOCKER TESTS SKIPPED: no daemon at %s: %v", b.Host(), err)
-	} else if b.InspectImage(ctx) != nil {
-		msg = fmt.Sprintf("DOCKER TESTS SKIPPED: the test image %s is missing; run `make docker-test-image`", img)
-	}
-	if msg != "" {
-		fmt.Fprintln(os.Stderr, "\n*** "+msg+" ***")
-		t.Skip(msg)
-	}
-	return img
 }
 
 func TestDoctorDockerNoDaemon(t *testing.T) {
@@ -69,7 +41,7 @@ func TestDoctorDockerNoDaemon(t *testing.T) {
 }
 
 func TestDoctorDockerMissingImage(t *testing.T) {
-	dockerTestImage(t)
+	terptest.DockerImage(t)
 	rep, _ := doctorJSON(t, healthyModel(t), "--sandbox", "docker", "--docker-image", "terp-no-such-image:never")
 	if c := checkNamed(t, rep, "docker daemon"); c.Status != checkOK || !strings.Contains(c.Detail, "API version 1.") {
 		t.Errorf("docker daemon check: %+v", c)
@@ -82,7 +54,7 @@ func TestDoctorDockerMissingImage(t *testing.T) {
 }
 
 func TestDoctorDockerHealthy(t *testing.T) {
-	img := dockerTestImage(t)
+	img := terptest.DockerImage(t)
 	env := healthyModel(t)
 	env["TERP_DOCKER_IMAGE"] = img
 	rep, r := doctorJSON(t, env, "--sandbox", "docker")
@@ -103,7 +75,7 @@ func TestDoctorDockerHealthy(t *testing.T) {
 // the model's pandas code runs in a container, in kernel mode, and the chart
 // it saves is downloaded.
 func TestAskOnDocker(t *testing.T) {
-	img := dockerTestImage(t)
+	img := terptest.DockerImage(t)
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(growthCode)), answerFromTool(t))
 	env := serverEnv(s)
 	env["TERP_SANDBOX"] = "docker"

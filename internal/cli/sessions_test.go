@@ -15,6 +15,7 @@ import (
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // sharedEnv is an environment whose data directory outlives one command, so
@@ -209,7 +210,7 @@ func TestDamagedAndBusyConversations(t *testing.T) {
 // its second step runs. The first step was saved; the conversation resumes
 // with it and with its files.
 func TestKilledMidStepThenResumed(t *testing.T) {
-	bin := terpBinary(t)
+	bin := terptest.Binary(t)
 	second := make(chan struct{})
 	s := llmtest.New(t,
 		llmtest.Fixed(llmtest.RunPython("open('/work/step1.txt', 'w').write('from step 1')\nprint('step 1 done')")),

@@ -20,6 +20,7 @@ import (
 	"github.com/terpdev/terp/internal/egress/egresstest"
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 func run(t *testing.T, s *Sandbox, script string, opt sandbox.ExecOptions) sandbox.ExecResult {
@@ -224,7 +225,7 @@ func TestResumeFromFreshBackend(t *testing.T) {
 	}
 
 	// A new terp process: a new client, nothing shared.
-	b2, err := New(Config{Image: testImage()})
+	b2, err := New(Config{Image: terptest.DockerImage(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ urllib.request.urlopen("https://pypi.org/", context=ssl._create_unverified_conte
 // mode says so before anything is created.
 func TestNetworkAllowlistNeedsLocalDaemon(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "tcp://build-box.invalid:2376")
-	b, err := New(Config{Image: testImage()})
+	b, err := New(Config{}) // no daemon is asked: the image does not matter
 	if err != nil {
 		t.Fatal(err)
 	}

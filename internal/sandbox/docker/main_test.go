@@ -2,57 +2,21 @@ package docker
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
-)
-
-// testImage is the image the tests run: `make docker-test-image` builds it
-// from Debian's packages, without any registry. TERP_TEST_DOCKER_IMAGE
-// overrides it (e.g. with an image built from the README's Dockerfile).
-func testImage() string {
-	if img := os.Getenv("TERP_TEST_DOCKER_IMAGE"); img != "" {
-		return img
-	}
-	return "terp-python:debian12"
-}
-
-var (
-	reachOnce sync.Once
-	reachErr  error
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // newBackend returns a Backend for the test image on the daemon DOCKER_HOST
-// names (the local socket by default). Without a daemon, or without the
-// image, the test is skipped, loudly: those are the only reasons to skip.
+// names (the local socket by default). The test is skipped, loudly, without
+// a daemon or without the image (see terptest.DockerImage).
 func newBackend(tb testing.TB) *Backend {
 	tb.Helper()
-	b, err := New(Config{Image: testImage()})
+	b, err := New(Config{Image: terptest.DockerImage(tb)})
 	if err != nil {
 		tb.Fatal(err)
-	}
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := b.Ping(ctx); err != nil {
-			reachErr = fmt.Errorf("DOCKER TESTS SKIPPED: no daemon at %s: %w", b.Host(), err)
-			return
-		}
-		var se *SetupError
-		if err := b.InspectImage(ctx); errors.As(err, &se) {
-			reachErr = fmt.Errorf("DOCKER TESTS SKIPPED: the test image %s is missing; run `make docker-test-image` (or set TERP_TEST_DOCKER_IMAGE)", testImage())
-		} else if err != nil {
-			reachErr = err
-		}
-	})
-	if reachErr != nil {
-		fmt.Fprintln(os.Stderr, "\n*** "+reachErr.Error()+" ***")
-		tb.Skip(reachErr.Error())
 	}
 	return b
 }

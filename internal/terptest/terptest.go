@@ -1,0 +1,93 @@
+// Package terptest holds what several packages' tests take from the real
+// machine: terp's binary, built once per test process, and the Docker image
+// the Docker tests run. It imports none of terp's packages, so any of their
+// tests can use it.
+package terptest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+var build struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// Binary builds cmd/terp once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	build.Do(func() {
+		dir, err := os.MkdirTemp("", "terp-bin-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "terp")
+		if out, err := exec.CommandContext(context.Background(), "go", "build", "-o", build.path, "github.com/terpdev/terp/cmd/terp").CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+var docker struct {
+	sync.Once
+	skip string // why the Docker tests skip; empty when they run
+	err  error
+}
+
+// DockerImage returns the image the Docker tests run: the one `make
+// docker-test-image` builds, or TERP_TEST_DOCKER_IMAGE. Without a daemon at
+// DOCKER_HOST (or the default socket), or without the image, the test is
+// skipped, loudly: those are the only reasons to skip.
+func DockerImage(t testing.TB) string {
+	t.Helper()
+	img := os.Getenv("TERP_TEST_DOCKER_IMAGE")
+	if img == "" {
+		img = "terp-python:debian12"
+	}
+	docker.Do(func() {
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			docker.err = err
+			return
+		}
+		defer func() { _ = cli.Close() }()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+			docker.skip = fmt.Sprintf("DOCKER TESTS SKIPPED: no daemon at %s: %v", cli.DaemonHost(), err)
+		} else if _, err := cli.ImageInspect(ctx, img); err != nil {
+			docker.skip = fmt.Sprintf("DOCKER TESTS SKIPPED: the test image %s is missing; run `make docker-test-image` (or set TERP_TEST_DOCKER_IMAGE)", img)
+		}
+	})
+	if docker.err != nil {
+		t.Fatal(docker.err)
+	}
+	if docker.skip != "" {
+		fmt.Fprintln(os.Stderr, "\n*** "+docker.skip+" ***")
+		t.Skip(docker.skip)
+	}
+	return img
+}
+
+// RemoveBinary removes what Binary built, if it built anything. A TestMain
+// calls it after the tests ran.
+func RemoveBinary() {
+	if build.path != "" {
+		_ = os.RemoveAll(filepath.Dir(build.path))
+	}
+}
