@@ -73,7 +73,7 @@ os.kill(-1, signal.SIGKILL)
 	steps = append(steps, answerIfAlive(t))
 	srv := model(t, steps...)
 
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	cmd := exec.Command(bin, "ask", "--sandbox", "docker", "--docker-image", terptest.DockerImage(t), "be hostile")
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),

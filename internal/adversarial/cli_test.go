@@ -32,7 +32,7 @@ type askResult struct {
 // progress (code, output excerpts) is printed too.
 func ask(t *testing.T, s *llmtest.Server, env map[string]string, args ...string) askResult {
 	t.Helper()
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	full := map[string]string{
 		"HOME":            home,
 		"XDG_CONFIG_HOME": filepath.Join(home, "config"),
@@ -91,7 +91,7 @@ open("/work/\x1b[31mevil.txt", "w").write("x")
 			answerIfAlive(t)(req)
 			return llmtest.Answer("done \x1b]52;c;ZXZpbA==\x07 \x1b[2J\u202e")
 		})
-	r := ask(t, s, nil, "-o", t.TempDir(), "print something")
+	r := ask(t, s, nil, "-o", terptest.TempDir(t), "print something")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -195,7 +195,7 @@ func TestAskDownloadTricks(t *testing.T) {
 		llmtest.Fixed(llmtest.RunPython(code)),
 		llmtest.Fixed(llmtest.RunPython(aliveCode)),
 		answerIfAlive(t))
-	out := t.TempDir()
+	out := terptest.TempDir(t)
 	r := ask(t, srv, map[string]string{"TERP_MAX_DOWNLOAD_SIZE": "1MiB"}, "-o", out, "save files")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
@@ -241,7 +241,7 @@ os.kill(-1, signal.SIGKILL)
 		},
 		llmtest.Fixed(llmtest.RunPython(aliveCode)),
 		answerIfAlive(t))
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	cmd := exec.Command(bin, "ask", "--exec-mode", "script", "kill terp")
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),

@@ -20,6 +20,7 @@ import (
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/cpuos"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // These cases aim at what the cpuos backend adds to the sandbox: an HTTP
@@ -292,7 +293,7 @@ print("made")`, 30*time.Second)
 	if !strings.Contains(res.Stdout, "made") {
 		t.Fatalf("no huge file: %s %s", res.Stdout, res.Stderr)
 	}
-	dir := t.TempDir()
+	dir := terptest.TempDir(t)
 	before := heapInUse()
 	stop := make(chan struct{})
 	peak := peakHeap(stop)

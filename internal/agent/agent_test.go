@@ -16,12 +16,13 @@ import (
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // newSandbox creates a real local sandbox for one test.
 func newSandbox(t testing.TB) sandbox.Sandbox {
 	t.Helper()
-	b, err := local.New(local.Config{Root: t.TempDir()})
+	b, err := local.New(local.Config{Root: terptest.TempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +216,8 @@ func TestDownloadStaysInsideTheDirectory(t *testing.T) {
 	if err := sbx.WriteFile(ctx, "/work/sub/chart.png", strings.NewReader("png")); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	outside := t.TempDir()
+	dir := terptest.TempDir(t)
+	outside := terptest.TempDir(t)
 	// A symlink planted in the output directory must not redirect the write.
 	if err := os.Symlink(outside, filepath.Join(dir, "sub")); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ type result struct {
 // and stdin as given.
 func terp(t *testing.T, env map[string]string, stdin string, args ...string) result {
 	t.Helper()
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	full := map[string]string{
 		"HOME":            home,
 		"XDG_CONFIG_HOME": filepath.Join(home, "config"),
@@ -58,7 +58,7 @@ func salesCSV(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "sales.csv")
+	p := filepath.Join(terptest.TempDir(t), "sales.csv")
 	if err := os.WriteFile(p, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestAskComputesTheAnswerInTheSandbox(t *testing.T) {
 			s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(growthCode)), answerFromTool(t))
 			env := serverEnv(s)
 			env["TERP_STREAM"] = stream
-			out := filepath.Join(t.TempDir(), "out")
+			out := filepath.Join(terptest.TempDir(t), "out")
 			r := terp(t, env, "", "ask", "--json", "-o", out, "-f", salesCSV(t), "Which month grew the most?")
 			if r.code != 0 {
 				t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
@@ -128,7 +128,7 @@ func TestAskComputesTheAnswerInTheSandbox(t *testing.T) {
 
 func TestAskPlainOutputListsFiles(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(growthCode)), answerFromTool(t))
-	out := filepath.Join(t.TempDir(), "out")
+	out := filepath.Join(terptest.TempDir(t), "out")
 	r := terp(t, serverEnv(s), "", "ask", "-o", out, "-f", salesCSV(t), "Which month grew the most?")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
@@ -192,7 +192,7 @@ func TestAskBadInput(t *testing.T) {
 	deadURL := "http://" + closed.Addr().String() + "/v1"
 	closed.Close()
 
-	brokenConfig := filepath.Join(t.TempDir(), "config.toml")
+	brokenConfig := filepath.Join(terptest.TempDir(t), "config.toml")
 	if err := os.WriteFile(brokenConfig, []byte("model = \"x\"\nmax_steps = \"ten\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ print(open("/proc/self/environ","rb").read().count(b"sk-terp"))`)),
 }
 
 func TestConfigShowSaysWhereValuesCameFrom(t *testing.T) {
-	dir := t.TempDir()
+	dir := terptest.TempDir(t)
 	path := filepath.Join(dir, "terp.toml")
 	if err := os.WriteFile(path, []byte("# mine\nmodel = \"from-file\"\nmax_steps = 5\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -340,7 +340,7 @@ func TestConfigShowSaysWhereValuesCameFrom(t *testing.T) {
 }
 
 func TestConfigInitWritesALoadableFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c", "config.toml")
+	path := filepath.Join(terptest.TempDir(t), "c", "config.toml")
 	if r := terp(t, nil, "", "--config", path, "config", "init"); r.code != 0 {
 		t.Fatalf("init: exit %d: %s", r.code, r.stderr)
 	}
@@ -373,7 +373,7 @@ func TestInterruptKeepsWhatWasSaved(t *testing.T) {
 			close(started)
 			return llmtest.RunPython("import time\ntime.sleep(300)")
 		})
-	dir := t.TempDir()
+	dir := terptest.TempDir(t)
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "ask", "--json", "-o", out, "work slowly")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_DATA_HOME=" + filepath.Join(dir, "data"),

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // BenchmarkBatchScaling runs 64 cases against a fake model that takes 200 ms
@@ -69,7 +70,7 @@ func benchBatch(b *testing.B, meter *cpuMeter, mode string, jobs, n int, latency
 		res, _ := req.ToolResult()
 		return llmtest.Answer("printed " + strings.TrimSpace(res.Stdout))
 	})
-	home := b.TempDir()
+	home := terptest.TempDir(b)
 	env := map[string]string{
 		"HOME": home, "XDG_CONFIG_HOME": filepath.Join(home, "config"), "XDG_DATA_HOME": filepath.Join(home, "data"),
 		"TERP_BASE_URL": s.BaseURL(), "TERP_MODEL": "test-model", "TERP_EXEC_MODE": strings.TrimSuffix(mode, "-noprewarm"),

@@ -17,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/batch"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // batchEnv is a terp environment whose data directory the test can look
@@ -29,7 +30,7 @@ type batchEnv struct {
 
 func newBatchEnv(t *testing.T, s *llmtest.Server) batchEnv {
 	t.Helper()
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	env := map[string]string{
 		"HOME":            home,
 		"XDG_CONFIG_HOME": filepath.Join(home, "config"),
@@ -40,7 +41,7 @@ func newBatchEnv(t *testing.T, s *llmtest.Server) batchEnv {
 		env["TERP_BASE_URL"] = s.BaseURL()
 		env["TERP_MODEL"] = "test-model"
 	}
-	return batchEnv{env: env, dir: t.TempDir(), dataDir: filepath.Join(home, "data", "terp")}
+	return batchEnv{env: env, dir: terptest.TempDir(t), dataDir: filepath.Join(home, "data", "terp")}
 }
 
 // run runs one terp command line in this environment until ctx is done.

@@ -26,7 +26,7 @@ for _ in range(1 << 20):
 // counts neither bwrap nor Python). Output is bounded while it is read, so
 // the peak must not grow with what the code prints (docs/benchmarks.md).
 func BenchmarkPeakMemoryPrint1GB(b *testing.B) {
-	dir := b.TempDir()
+	dir := terptest.TempDir(b)
 	bin := terptest.Binary(b)
 	for b.Loop() {
 		s := llmtest.New(b, llmtest.Fixed(llmtest.RunPython(print1GB)), func(req llmtest.Request) llmtest.Reply {

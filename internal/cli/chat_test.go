@@ -24,7 +24,7 @@ func TestChatREPLWithPipedStdin(t *testing.T) {
 		answerFromTool(t),
 	)
 	data := salesCSV(t)
-	out := filepath.Join(t.TempDir(), "out")
+	out := filepath.Join(terptest.TempDir(t), "out")
 	stdin := strings.Join([]string{
 		"what is six times seven?",
 		"",
@@ -199,7 +199,7 @@ func TestChatInTmux(t *testing.T) {
 			return llmtest.Answer("Still here after the interrupt.")
 		},
 	)
-	dir := t.TempDir()
+	dir := terptest.TempDir(t)
 	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TERM=xterm-256color",
 		"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
@@ -299,7 +299,7 @@ func answersEveryCall(msgs []llmtest.Message) bool {
 func TestChatContinuesAStoredConversation(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("forty-two")), llmtest.Fixed(llmtest.Answer("eighty-four")))
 	env := serverEnv(s)
-	env["XDG_DATA_HOME"] = t.TempDir()
+	env["XDG_DATA_HOME"] = terptest.TempDir(t)
 	if r := terp(t, env, "", "ask", "--exec-mode", "script", "what is six times seven?"); r.code != 0 {
 		t.Fatalf("ask: exit %d: %s", r.code, r.stderr)
 	}

@@ -444,6 +444,7 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 		if s, ok := backend.(seccompReporter); ok {
 			c.Detail += "; " + seccompText(s.Seccomp())
 		}
+		c.Detail += "; code runs as " + hostUsers(backend)
 		c.Detail += "; network " + describeNetwork(network)
 		if network.Mode == sandbox.NetworkAllowlist {
 			if err := proxyAnswers(ctx, sbx); err != nil {
@@ -453,6 +454,18 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 		}
 	}
 	return c
+}
+
+// hostUsersReporter is a backend that knows which host uid the code runs as.
+type hostUsersReporter interface{ HostUsers() string }
+
+// hostUsers says which host uid the code runs as, as far as this terp can
+// know: a remote sandbox server decides for itself.
+func hostUsers(backend sandbox.Backend) string {
+	if h, ok := backend.(hostUsersReporter); ok {
+		return h.HostUsers()
+	}
+	return "whatever uid the sandbox server gives it on its own host"
 }
 
 // proxyProbe asks the egress proxy, from inside the sandbox, for a tunnel to

@@ -10,13 +10,14 @@ import (
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // startServe runs what `terp sandbox serve` runs, on a real listener on
 // 127.0.0.1 with the local backend behind it, and returns its URL.
 func startServe(t *testing.T, token string) string {
 	t.Helper()
-	backend, err := local.New(local.Config{Root: t.TempDir()})
+	backend, err := local.New(local.Config{Root: terptest.TempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func healthyModel(t *testing.T) map[string]string {
 }
 
 func TestDoctorDockerNoDaemon(t *testing.T) {
-	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-daemon.sock"))
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(terptest.TempDir(t), "no-daemon.sock"))
 	rep, r := doctorJSON(t, healthyModel(t), "--sandbox", "docker")
 	if r.code != 1 {
 		t.Errorf("exit %d, want 1", r.code)
@@ -80,9 +80,9 @@ func TestAskOnDocker(t *testing.T) {
 	env := serverEnv(s)
 	env["TERP_SANDBOX"] = "docker"
 	env["TERP_DOCKER_IMAGE"] = img
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	env["HOME"], env["XDG_DATA_HOME"], env["XDG_CONFIG_HOME"] = home, filepath.Join(home, "data"), filepath.Join(home, "config")
-	out := filepath.Join(t.TempDir(), "out")
+	out := filepath.Join(terptest.TempDir(t), "out")
 	r := terp(t, env, "", "ask", "--json", "-o", out, "-f", salesCSV(t), "Which month grew the most?")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)

@@ -17,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // doctorJSON runs terp doctor --json against s and decodes its report.
@@ -208,7 +209,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 func TestDoctorFindsLocalServers(t *testing.T) {
 	s := llmtest.New(t)
 	s.ServeModels(`{"object":"list","data":[{"id":"qwen3:8b"}]}`)
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	env := map[string]string{"HOME": home, "XDG_CONFIG_HOME": filepath.Join(home, "config"), "XDG_DATA_HOME": filepath.Join(home, "data")}
 	var out bytes.Buffer
 	f := NewFactory()
@@ -244,7 +245,7 @@ func TestDoctorSeccompOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir := terptest.TempDir(t)
 	script := filepath.Join(dir, "bwrap")
 	wrapper := "#!/bin/sh\nif [ \"$1\" = --help ]; then " + real + " --help | grep -v -e --seccomp; exit 0; fi\nexec " + real + " \"$@\"\n"
 	if err := os.WriteFile(script, []byte(wrapper), 0o755); err != nil {

@@ -64,7 +64,7 @@ func NewFactory() *Factory {
 		Getenv:   os.Getenv,
 		NewModel: newModel,
 	}
-	f.NewBackend = func(cfg *config.Config) (sandbox.Backend, error) { return newBackend(cfg, f.DataDir()) }
+	f.NewBackend = func(cfg *config.Config) (sandbox.Backend, error) { return newBackend(cfg, f.Getenv, f.DataDir()) }
 	return f
 }
 
@@ -80,6 +80,9 @@ func (f *Factory) DataDir() string { return config.DataDir(f.Getenv) }
 // Store opens the conversation store under DataDir, once.
 func (f *Factory) Store() (*store.Store, error) {
 	if f.store == nil {
+		if err := prepareDataDir(f.Getenv, f.DataDir()); err != nil {
+			return nil, err
+		}
 		st, err := store.Open(f.DataDir())
 		if err != nil {
 			return nil, err
@@ -99,10 +102,14 @@ func newModel(cfg *config.Config) agent.Completer {
 	})
 }
 
-func newBackend(cfg *config.Config, dataDir string) (sandbox.Backend, error) {
+func newBackend(cfg *config.Config, getenv func(string) string, dataDir string) (sandbox.Backend, error) {
 	switch cfg.Sandbox {
 	case "local":
-		return local.New(local.Config{Root: filepath.Join(dataDir, "sandboxes")})
+		root, err := sandboxDir(getenv, dataDir, "sandboxes")
+		if err != nil {
+			return nil, err
+		}
+		return local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs})
 	case "cpuos":
 		return cpuos.New(cpuos.Config{BaseURL: cfg.CpuosURL, APIKey: cfg.CpuosAPIKey(), APIKeyEnv: cfg.CpuosAPIKeyEnv, Template: cfg.CpuosTemplate})
 	case "docker":
@@ -110,6 +117,31 @@ func newBackend(cfg *config.Config, dataDir string) (sandbox.Backend, error) {
 	default:
 		return nil, usagef("unknown sandbox %q; use local, docker or cpuos", cfg.Sandbox)
 	}
+}
+
+// sandboxDir is where the local backend keeps the sandboxes of one kind
+// (name): in terp's data directory, except for root with no XDG_DATA_HOME,
+// whose home the sandboxes' own uids cannot pass through.
+func sandboxDir(getenv func(string) string, dataDir, name string) (string, error) {
+	if os.Geteuid() == 0 && getenv("XDG_DATA_HOME") == "" {
+		return filepath.Join(local.SystemDir, name), nil
+	}
+	return filepath.Join(dataDir, name), prepareDataDir(getenv, dataDir)
+}
+
+// prepareDataDir lets root's sandboxes reach their work directories below
+// an XDG_DATA_HOME: terp creates the directories it needs searchable, not
+// listable, and makes its own data directory so (what is private in it, the
+// conversations, stays 0700). Other users' sandboxes run as themselves and
+// need nothing.
+func prepareDataDir(getenv func(string) string, dataDir string) error {
+	if os.Geteuid() != 0 || getenv("XDG_DATA_HOME") == "" {
+		return nil
+	}
+	if err := local.MkdirSearchable(dataDir); err != nil {
+		return err
+	}
+	return os.Chmod(dataDir, 0o711)
 }
 
 // shorthands are the one-letter forms of configuration flags.

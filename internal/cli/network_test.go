@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // --network allowlist from the flag reaches the sandbox (the code finds the
@@ -62,7 +63,7 @@ except OSError:
 // without --network keeps the allowlist (the model is told so again), and
 // asking for another is refused with a warning rather than half applied.
 func TestContinueKeepsNetwork(t *testing.T) {
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	var steps []llmtest.Step
 	for range 3 { // three questions, each a run and an answer
 		steps = append(steps, llmtest.Fixed(llmtest.RunPython(`import os; print(os.environ.get("HTTPS_PROXY"))`)), answerFromTool(t))

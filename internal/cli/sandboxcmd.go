@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -60,7 +59,15 @@ Live sandboxes are closed when serve stops; paused ones stay on disk.`,
 			if err := checkListen(listen, allowRemote); err != nil {
 				return err
 			}
-			backend, err := local.New(local.Config{Root: filepath.Join(f.DataDir(), "served-sandboxes")})
+			cfg, err := f.Config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			root, err := sandboxDir(f.Getenv, f.DataDir(), "served-sandboxes")
+			if err != nil {
+				return err
+			}
+			backend, err := local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs})
 			if err != nil {
 				return err
 			}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // TestAskOnCpuosServedSandbox runs terp ask with --sandbox cpuos against
 // what `terp sandbox serve` runs, over real HTTP on 127.0.0.1: the answer is
 // computed by code that ran in a sandbox of the server.
 func TestAskOnCpuosServedSandbox(t *testing.T) {
-	root := t.TempDir()
+	root := terptest.TempDir(t)
 	backend, err := local.New(local.Config{Root: root})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestAskOnCpuosServedSandbox(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(growthCode)), answerFromTool(t))
 	env := serverEnv(s)
 	env["CPUOS_API_KEY"] = "served-token"
-	out := filepath.Join(t.TempDir(), "out")
+	out := filepath.Join(terptest.TempDir(t), "out")
 	r := terp(t, env, "", "ask", "--json", "--sandbox", "cpuos", "--cpuos-url", "http://"+ln.Addr().String(),
 		"-o", out, "-f", salesCSV(t), "Which month grew the most?")
 	if r.code != 0 {

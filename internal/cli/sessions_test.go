@@ -22,7 +22,7 @@ import (
 // a test can run several terp commands on the same conversations.
 func sharedEnv(t *testing.T, s *llmtest.Server) (map[string]string, string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := terptest.TempDir(t)
 	env := map[string]string{
 		"XDG_DATA_HOME":   filepath.Join(dir, "data"),
 		"XDG_CONFIG_HOME": filepath.Join(dir, "config"),
@@ -63,7 +63,7 @@ func TestContinueSeesHistoryAndFiles(t *testing.T) {
 		},
 		answerWithStdout)
 	env, dataDir := sharedEnv(t, s)
-	out := filepath.Join(t.TempDir(), "out")
+	out := filepath.Join(terptest.TempDir(t), "out")
 	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", out, "save a note"))
 	second := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", out, "--continue", "read it back"))
 	if second.ConversationID != first.ConversationID || second.Answer != "kept False" {
@@ -164,13 +164,13 @@ func TestResumeWhenTheSandboxVanished(t *testing.T) {
 		},
 		answerWithStdout)
 	env, dataDir := sharedEnv(t, s)
-	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "-f", salesCSV(t), "work"))
+	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", terptest.TempDir(t), "-f", salesCSV(t), "work"))
 	st, _ := store.Open(dataDir)
 	c, _ := st.Load(first.ConversationID)
 	if err := os.RemoveAll(filepath.Join(dataDir, "sandboxes", c.Sandbox.SessionID)); err != nil {
 		t.Fatal(err)
 	}
-	second := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "--resume", first.ConversationID[:5], "again"))
+	second := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", terptest.TempDir(t), "--resume", first.ConversationID[:5], "again"))
 	if second.Answer != "['sales.csv']" {
 		t.Errorf("answer = %q; want the upload back and the lost file gone", second.Answer)
 	}
@@ -232,7 +232,7 @@ func TestKilledMidStepThenResumed(t *testing.T) {
 		answerWithStdout)
 	env, dataDir := sharedEnv(t, s)
 	cmd := exec.Command(bin, "ask", "--json", "two steps")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + terptest.TempDir(t)}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -252,7 +252,7 @@ func TestKilledMidStepThenResumed(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	r := terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "--continue", "what did step 1 write?")
+	r := terp(t, env, "", "ask", "--json", "-o", terptest.TempDir(t), "--continue", "what did step 1 write?")
 	got := askJSONOf(t, r)
 	if r.code != 0 || got.Answer != "from step 1" {
 		t.Fatalf("resume after SIGKILL: exit %d, %+v\n%s", r.code, got, r.stderr)
@@ -278,8 +278,8 @@ func TestChatResumesAStoredConversation(t *testing.T) {
 		},
 		answerWithStdout)
 	env, _ := sharedEnv(t, s)
-	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", t.TempDir(), "write a file"))
-	r := terp(t, env, "/resume\n/resume "+first.ConversationID[:4]+"\nwhat is in it?\n", "chat", "-o", t.TempDir())
+	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "-o", terptest.TempDir(t), "write a file"))
+	r := terp(t, env, "/resume\n/resume "+first.ConversationID[:4]+"\nwhat is in it?\n", "chat", "-o", terptest.TempDir(t))
 	if r.code != 0 {
 		t.Fatalf("chat: exit %d\n%s", r.code, r.stderr)
 	}
@@ -335,7 +335,7 @@ func TestChatPausesWhileTheUserIsAway(t *testing.T) {
 			f := NewFactory()
 			f.IO = IOStreams{In: &slowLines{lines: []string{"set x", "and now?"}, wait: time.Second}, Out: &out, ErrOut: &errOut}
 			f.Getenv = func(k string) string { return env[k] }
-			code := Run(context.Background(), f, append([]string{"chat", "-o", t.TempDir()}, flags...))
+			code := Run(context.Background(), f, append([]string{"chat", "-o", terptest.TempDir(t)}, flags...))
 			if code != 0 || !strings.Contains(out.String(), "kept False") {
 				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errOut.String())
 			}

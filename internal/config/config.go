@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/terpdev/terp/internal/sandbox"
 )
 
 // Config is terp's resolved configuration. Its fields are plain values ready to use;
@@ -55,8 +57,9 @@ type Config struct {
 	Network      string   // What the code may reach: "none", "allowlist" or "full".
 	NetworkAllow []string // Hosts the allowlist mode lets through.
 
-	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string // --sandbox cpuos: API root, template, variable holding the key.
-	DockerImage                             string // --sandbox docker: the image every sandbox runs.
+	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string           // --sandbox cpuos: API root, template, variable holding the key.
+	DockerImage                             string           // --sandbox docker: the image every sandbox runs.
+	SandboxUIDs                             sandbox.UIDRange // --sandbox local as root: the host uids sandboxes run as, one each.
 
 	apiKey     string    // api_key from the file, TERP_API_KEY or a flag; see APIKey
 	profiles   []Profile // [models."PATTERN"] tables from the file

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/terpdev/terp/internal/egress"
+	"github.com/terpdev/terp/internal/sandbox"
 )
 
 // Key describes one setting for help text and documentation: the CLI can build its flag
@@ -55,6 +56,10 @@ var fields = []field{
 		"Image for --sandbox docker; it needs python3 with numpy, pandas and matplotlib (see the README)."},
 		more: "DOCKER_HOST picks the daemon, as for the docker command; make docker-test-image builds terp-python:debian12 without a registry.",
 		bind: func(c *Config) value { return stringValue{&c.DockerImage, true} }},
+	{Key: Key{"sandbox_uids", "TERP_SANDBOX_UIDS", "", sandbox.DefaultUIDs.String(),
+		"Host uids local sandboxes run as when terp runs as root, one per sandbox (FIRST-LAST); the code is never host root."},
+		more: "Pick a block no user, service or container on this machine uses; as another user, the code runs as that user.",
+		bind: func(c *Config) value { return uidRangeValue{&c.SandboxUIDs} }},
 	{Key: Key{"network", "TERP_NETWORK", "network", "none",
 		"What the code may reach: none, allowlist (HTTP(S) to network_allow's hosts, through terp's proxy) or full (the host's network)."},
 		bind: func(c *Config) value { return choiceValue{&c.Network, networkModes} }},

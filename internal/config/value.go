@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/egress"
+
+	"github.com/terpdev/terp/internal/sandbox"
 )
 
 // value is one Config field seen through the forms a setting can take. Environment
@@ -484,3 +486,27 @@ func (v listValue) literal() string {
 	}
 	return "[" + strings.Join(quoted, ", ") + "]"
 }
+
+// uidRangeValue holds the host uids root's local sandboxes run as, written
+// FIRST-LAST.
+type uidRangeValue struct{ p *sandbox.UIDRange }
+
+func (v uidRangeValue) set(s string) error {
+	r, err := sandbox.ParseUIDRange(s)
+	if err != nil {
+		return &invalid{want: "a range of host uids FIRST-LAST", got: strconv.Quote(s), hint: err.Error()}
+	}
+	*v.p = r
+	return nil
+}
+
+func (v uidRangeValue) decode(x any) error {
+	s, ok := x.(string)
+	if !ok {
+		return &invalid{want: "a range of host uids in quotes, e.g. \"" + sandbox.DefaultUIDs.String() + "\"", got: describeTOML(x)}
+	}
+	return v.set(s)
+}
+
+func (v uidRangeValue) String() string  { return v.p.String() }
+func (v uidRangeValue) literal() string { return strconv.Quote(v.p.String()) }

@@ -91,3 +91,19 @@ func RemoveBinary() {
 		_ = os.RemoveAll(filepath.Dir(build.path))
 	}
 }
+
+// TempDir is t.TempDir for a directory that holds local sandboxes (a
+// backend's Root, or a data directory with one below it). As root, terp runs
+// each sandbox as an unprivileged uid of its own, which must be able to
+// search every directory above its files; t.TempDir's own parent is private
+// (0700), so TempDir lets others search it, not list it.
+func TempDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/conformance"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 const testToken = "test-token"
@@ -29,7 +30,7 @@ func serve(t testing.TB) (*Backend, *httptest.Server) {
 // adjust it before it handles any request.
 func serveWith(t testing.TB, setup func(*Server)) (*Backend, *httptest.Server, *Server) {
 	t.Helper()
-	lb, err := local.New(local.Config{Root: t.TempDir()})
+	lb, err := local.New(local.Config{Root: terptest.TempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func flaky(statuses []int, next http.Handler, calls *atomic.Int32) http.Handler 
 }
 
 func TestRetries(t *testing.T) {
-	lb, err := local.New(local.Config{Root: t.TempDir()})
+	lb, err := local.New(local.Config{Root: terptest.TempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

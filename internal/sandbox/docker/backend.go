@@ -86,6 +86,7 @@ type Backend struct {
 	prepared  bool // the daemon answers and has the image
 	libraries bool // the image's Python has the libraries
 	ncpu      int
+	remapped  bool // the daemon runs containers in user namespaces (userns-remap)
 }
 
 // New builds the client and validates cfg. It does not talk to the daemon:
@@ -156,7 +157,24 @@ func parseUser(user string) (uid, gid int, err error) {
 	if err != nil || uid < 0 || gid < 0 {
 		return 0, 0, fmt.Errorf("docker sandbox: user %q is not a numeric UID:GID such as %s", user, DefaultUser)
 	}
+	if uid == 0 || gid == 0 {
+		// Without the daemon's userns-remap, the container's root is the
+		// host's: /proc/sys is read-only there, but the rest of what stands
+		// between the code and the host would be one bug away.
+		return 0, 0, fmt.Errorf("docker sandbox: user %q is root; the code never runs as root, use an unprivileged one such as %s", user, DefaultUser)
+	}
 	return uid, gid, nil
+}
+
+// HostUsers says, for `terp doctor`, which host uid the code runs as. It
+// is meaningful once Check has run.
+func (b *Backend) HostUsers() string {
+	b.checkMu.Lock()
+	defer b.checkMu.Unlock()
+	if b.remapped {
+		return fmt.Sprintf("uid %d in the container, an unprivileged host uid through the daemon's userns-remap", b.uid)
+	}
+	return fmt.Sprintf("host uid %d (the daemon does not remap uids; never root)", b.uid)
 }
 
 // Image is the image sandboxes run.
@@ -256,6 +274,7 @@ func (b *Backend) prepare(ctx context.Context) error {
 		return fmt.Errorf("docker info: %w", err)
 	}
 	b.ncpu = info.Info.NCPU
+	b.remapped = slices.ContainsFunc(info.Info.SecurityOptions, func(o string) bool { return strings.Contains(o, "name=userns") })
 	b.prepared = true
 	return nil
 }

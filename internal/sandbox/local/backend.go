@@ -48,6 +48,10 @@ type Config struct {
 	// BwrapPath is the bubblewrap binary. Empty means "bwrap" looked up in
 	// PATH.
 	BwrapPath string
+	// HostUIDs are the host uids sandboxes run as when terp runs as root,
+	// one per sandbox. The zero value means sandbox.DefaultUIDs. Unused
+	// otherwise: the code then runs as terp's user.
+	HostUIDs sandbox.UIDRange
 	// EgressOptions are passed to the allowlist mode's proxy; tests use them
 	// to stand a loopback server in for a public host.
 	EgressOptions []egress.Option
@@ -60,6 +64,7 @@ type Backend struct {
 	features bwrapFeatures
 	layout   []string // the host part of every command line, see hostLayout
 	limits   *limitHost
+	prlimit  string // util-linux prlimit, which starts bwrap when it runs as another uid
 	filter   []byte // the compiled seccomp filter; nil when off
 	noFilter string // why filter is nil
 
@@ -91,6 +96,9 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 
+	if cfg.HostUIDs.Count == 0 {
+		cfg.HostUIDs = sandbox.DefaultUIDs
+	}
 	if cfg.Root == "" {
 		cfg.Root, err = defaultRoot()
 		if err != nil {
@@ -100,8 +108,29 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Root, err = filepath.Abs(cfg.Root); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
-		return nil, fmt.Errorf("local sandbox: %w", err)
+	var prlimit string
+	if !runsAsRoot() {
+		if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
+			return nil, fmt.Errorf("local sandbox: %w", err)
+		}
+	} else {
+		if prlimit, err = exec.LookPath("prlimit"); err != nil {
+			return nil, &SetupError{
+				Problem: "terp runs as root, so sandboxes run as uids of their own and get their limits from prlimit, which is not installed",
+				Fix:     "install util-linux (`sudo apt-get install util-linux`), or run terp as a normal user",
+				Err:     err,
+			}
+		}
+		// The sandboxes' uids must pass through Root, and may not list it.
+		if err := MkdirSearchable(cfg.Root); err != nil {
+			return nil, fmt.Errorf("local sandbox: %w", err)
+		}
+		if err := os.Chmod(cfg.Root, 0o711); err != nil {
+			return nil, fmt.Errorf("local sandbox: %w", err)
+		}
+		if err := checkSearchable(cfg.Root); err != nil {
+			return nil, err
+		}
 	}
 
 	features, err := probeFeatures(bwrap)
@@ -112,6 +141,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg:      cfg,
 		features: features,
 		layout:   hostLayout(),
+		prlimit:  prlimit,
 		limits:   detectLimits(),
 	}
 	b.filter, b.noFilter = loadFilter(features)
@@ -179,6 +209,12 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 			return nil, fmt.Errorf("create sandbox: %w", err)
 		}
 		m.ID = id
+		if runsAsRoot() {
+			if err := b.allocateUID(dir, &m); err != nil {
+				_ = removeTree(dir)
+				return nil, fmt.Errorf("create sandbox: %w", err)
+			}
+		}
 		s, err := b.open(dir, m)
 		if err != nil {
 			_ = removeTree(dir)
@@ -225,6 +261,12 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 		b.discard(dir, m)
 		return nil, fmt.Errorf("resume sandbox %s: its %s lifetime ended while it was not paused: %w", id, m.Timeout, sandbox.ErrExpired)
 	}
+	if runsAsRoot() && m.HostUID == 0 {
+		// Made by a terp that ran sandboxes as root: give it a uid now.
+		if err := b.allocateUID(dir, &m); err != nil {
+			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
+		}
+	}
 	return b.open(dir, m)
 }
 
@@ -236,6 +278,11 @@ func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
 	}
 	if err := writeEtc(filepath.Join(dir, "etc")); err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	if m.HostUID != 0 && !owned(filepath.Join(dir, "work"), m.HostUID) {
+		if err := giveWork(dir, m.HostUID); err != nil {
+			return nil, fmt.Errorf("create sandbox: give it to uid %d: %w", m.HostUID, err)
+		}
 	}
 	m.Deadline = time.Now().UTC().Add(m.Timeout)
 	m.Paused = false
@@ -280,10 +327,15 @@ func newID() (string, error) {
 }
 
 // defaultRoot is $XDG_DATA_HOME/terp/sandboxes, falling back to
-// ~/.local/share as the XDG base directory specification says.
+// ~/.local/share as the XDG base directory specification says, and for root
+// without XDG_DATA_HOME SystemDir/sandboxes, since root's home is closed to
+// the uids root's sandboxes run as.
 func defaultRoot() (string, error) {
 	data := os.Getenv("XDG_DATA_HOME")
 	if data == "" || !filepath.IsAbs(data) {
+		if runsAsRoot() {
+			return filepath.Join(SystemDir, "sandboxes"), nil
+		}
 		home, err := os.UserHomeDir()
 		if err != nil {
 			return "", fmt.Errorf("local sandbox: no Config.Root and no home directory: %w", err)

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -225,7 +226,14 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 	for _, name := range slices.Sorted(maps.Keys(synthesizedEtc)) {
 		args = append(args, "--ro-bind", filepath.Join(etc, name), "/etc/"+name)
 	}
-	args = append(args, "--proc", "/proc", "--dev", "/dev")
+	// bwrap covers a few of /proc's host-wide files read-only itself, but
+	// skips /proc/sys when its directory looks read-only to the sandbox's
+	// user (as it does when that user is mapped to root), though the files
+	// in it are not. Cover it, whoever the user is.
+	args = append(args, "--proc", "/proc",
+		"--ro-bind", "/proc/sys", "/proc/sys",
+		"--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+		"--dev", "/dev")
 	// tmpfs lives in memory: bound it by the memory limit, which a cgroup
 	// would enforce anyway but rlimits would not.
 	tmpSize := strconv.FormatInt(limits.MemoryBytes, 10)
@@ -303,6 +311,12 @@ func (b *Backend) probe(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o755); err != nil {
 		return err
 	}
+	if runsAsRoot() {
+		m.HostUID = b.probeUID()
+		if err := giveWork(dir, m.HostUID); err != nil {
+			return err
+		}
+	}
 	if err := writeEtc(filepath.Join(dir, "etc")); err != nil {
 		return err
 	}
@@ -314,6 +328,9 @@ func (b *Backend) probe(ctx context.Context) error {
 		"print(' '.join(missing)); sys.exit(3 if missing else 0)\n"
 	cmd := append([]string{"python3", "-c", script}, pythonPackages...)
 	res, err := s.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if setup := (*SetupError)(nil); errors.As(err, &setup) {
+		return setup
+	}
 	if err != nil {
 		return &SetupError{
 			Problem: "bubblewrap cannot create a sandbox here: " + err.Error(),

@@ -28,6 +28,11 @@ func startEgress(dir string, allow []string, opts []egress.Option) (*egressProxy
 		if e.tmpDir, err = os.MkdirTemp("", "terp-egress-"); err != nil {
 			return nil, err
 		}
+		// A sandbox running as a uid of its own must reach the socket.
+		if err := os.Chmod(e.tmpDir, 0o711); err != nil {
+			e.close()
+			return nil, err
+		}
 		path = filepath.Join(e.tmpDir, "egress.sock")
 	}
 	sock, err := egress.ServeSocket(path, allow, opts...)

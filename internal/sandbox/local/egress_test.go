@@ -11,13 +11,14 @@ import (
 	"github.com/terpdev/terp/internal/egress/egresstest"
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // fakeInternet is a backend whose allowlist proxy reaches egresstest's
 // stand-in hosts, and a port on the host's loopback the code must not reach.
 func fakeInternet(t *testing.T) (*Backend, int) {
 	t.Helper()
-	b, err := New(Config{Root: t.TempDir(), EgressOptions: egresstest.Options(t)})
+	b, err := New(Config{Root: terptest.TempDir(t), EgressOptions: egresstest.Options(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

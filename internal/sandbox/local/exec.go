@@ -66,7 +66,11 @@ func bwrapError(err error, stderr string) error {
 	if msg == "" {
 		return err
 	}
-	return fmt.Errorf("%w: %s", err, msg)
+	err = fmt.Errorf("%w: %s", err, msg)
+	if setup := explainBwrap(msg, err); setup != nil {
+		return setup
+	}
+	return err
 }
 
 func orDefault(n int) int {

@@ -86,6 +86,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) (err err
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if err := s.chownNew(root, parents(dir)...); err != nil {
+		return err
+	}
 	suffix, err := newID()
 	if err != nil {
 		return err
@@ -96,6 +99,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) (err err
 		return err
 	}
 	_, err = io.Copy(f, ctxReader{ctx, r})
+	if err == nil {
+		err = s.chownNew(root, tmp)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -106,6 +112,16 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) (err err
 		_ = root.Remove(tmp)
 	}
 	return err
+}
+
+// parents lists dir and the directories above it, up to but without the
+// work directory itself: "a/b" gives "a" and "a/b".
+func parents(dir string) []string {
+	var out []string
+	for d := dir; d != "." && d != "/"; d = path.Dir(d) {
+		out = append(out, d)
+	}
+	return out
 }
 
 // ctxReader stops a copy when ctx ends.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 func TestFilesRoundTrip(t *testing.T) {
@@ -111,7 +112,7 @@ func TestFilesPathTraversal(t *testing.T) {
 func TestFilesSymlinkEscape(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t, sandbox.Options{})
-	hostDir := t.TempDir()
+	hostDir := terptest.TempDir(t)
 	target := filepath.Join(hostDir, "host-secret.txt")
 	if err := os.WriteFile(target, []byte("host secret"), 0o644); err != nil {
 		t.Fatal(err)

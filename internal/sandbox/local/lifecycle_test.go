@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 func TestPauseResume(t *testing.T) {
@@ -167,7 +169,7 @@ func TestNewExplainsWhatIsMissing(t *testing.T) {
 			want: []string{"python3 is not installed", "python3-numpy python3-pandas python3-matplotlib"},
 		},
 	}
-	home := t.TempDir()
+	home := terptest.TempDir(t)
 	pyenv := filepath.Join(home, "python3")
 	if err := os.Symlink("/usr/bin/python3", pyenv); err != nil {
 		t.Fatal(err)
@@ -180,7 +182,7 @@ func TestNewExplainsWhatIsMissing(t *testing.T) {
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Root = t.TempDir()
+			tt.cfg.Root = terptest.TempDir(t)
 			_, err := New(tt.cfg)
 			var setup *SetupError
 			if !errors.As(err, &setup) {
@@ -196,32 +198,61 @@ func TestNewExplainsWhatIsMissing(t *testing.T) {
 }
 
 // TestCheckExplainsBrokenNamespaces uses a stand-in for bwrap that fails the
-// way bwrap does where unprivileged user namespaces are off (the one case a
-// real machine cannot be put in for a test).
+// way bwrap does where it cannot make namespaces (AppArmor's restriction, a
+// kernel without unprivileged user namespaces, a container), since a real
+// machine cannot be put in those states for a test. Each message is bwrap's
+// own text; the first failed sandbox must say what it is and what to do.
 func TestCheckExplainsBrokenNamespaces(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "bwrap")
-	script := "#!/bin/sh\n" +
-		"case \"$1\" in --help) echo 'usage: bwrap'; exit 0;; esac\n" +
-		"echo 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\n" +
-		"exit 1\n"
-	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		bwrapSays string
+		want      []string
+	}{
+		{"bwrap: setting up uid map: Permission denied",
+			[]string{"AppArmor", "kernel.apparmor_restrict_unprivileged_userns=0", "bwrap-userns-restrict", "--sandbox docker"}},
+		{"bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted",
+			[]string{"AppArmor", "apparmor_restrict_unprivileged_userns"}},
+		{"bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces. " +
+			"On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'.",
+			[]string{"does not allow unprivileged user namespaces", "unprivileged_userns_clone=1", "--sandbox docker"}},
+		{"bwrap: Creating new namespace failed: No space left on device",
+			[]string{"user.max_user_namespaces"}},
+		{"bwrap: Creating new namespace failed: Operation not permitted",
+			[]string{"inside a container", "seccomp=unconfined", "--sandbox cpuos"}},
+		{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted",
+			[]string{"cannot mount /proc", "systempaths=unconfined"}},
+		{"bwrap: Unexpected capabilities but not setuid, old file caps config?",
+			[]string{"file capabilities", "setcap -r"}},
+		{"bwrap: a failure nobody has seen yet",
+			[]string{"a failure nobody has seen yet", "--sandbox docker"}},
 	}
-	b, err := New(Config{Root: filepath.Join(dir, "root"), BwrapPath: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Create(t.Context(), sandbox.Options{})
-	var setup *SetupError
-	if !errors.As(err, &setup) {
-		t.Fatalf("Create = %v, want a *SetupError", err)
-	}
-	for _, w := range []string{"No permissions to create new namespace", "user namespaces", "--sandbox docker"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q lacks %q", err, w)
-		}
+	for i, tt := range tests {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Parallel()
+			dir := terptest.TempDir(t)
+			fake := filepath.Join(dir, "bwrap")
+			script := "#!/bin/sh\n" +
+				"case \"$1\" in --help) echo 'usage: bwrap'; exit 0;; esac\n" +
+				"echo \"" + tt.bwrapSays + "\" >&2\n" +
+				"exit 1\n"
+			if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			b, err := New(Config{Root: filepath.Join(dir, "root"), BwrapPath: fake})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = b.Create(t.Context(), sandbox.Options{})
+			var setup *SetupError
+			if !errors.As(err, &setup) {
+				t.Fatalf("Create = %v, want a *SetupError", err)
+			}
+			for _, w := range append(tt.want, tt.bwrapSays) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
 
@@ -231,7 +262,7 @@ func TestCheckExplainsMissingLibraries(t *testing.T) {
 	pythonPackages = append(slices.Clone(saved), "terp_no_such_module")
 	defer func() { pythonPackages = saved }()
 
-	b, err := New(Config{Root: t.TempDir()})
+	b, err := New(Config{Root: terptest.TempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +286,8 @@ func TestCheckExplainsMissingLibraries(t *testing.T) {
 // opened again, and a symlink to a host directory is not followed.
 func TestRestorePermissions(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	host := t.TempDir()
+	dir := terptest.TempDir(t)
+	host := terptest.TempDir(t)
 	if err := os.Chmod(host, 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +322,7 @@ func TestRestorePermissions(t *testing.T) {
 // while a paused sandbox is kept however old.
 func TestExpiredWhileRunning(t *testing.T) {
 	// A backend of its own: Prune looks at every sandbox under the root.
-	b, err := New(Config{Root: t.TempDir()})
+	b, err := New(Config{Root: terptest.TempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

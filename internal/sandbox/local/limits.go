@@ -407,25 +407,53 @@ func removeCgroup(dir string) error {
 	}
 }
 
-// setRlimits applies the rlimits to pid, bwrap's process inside the sandbox,
-// while bwrap holds it on --block-fd; the command inherits them. The limits
-// are hard as well as soft, so the code cannot raise them again.
-func setRlimits(pid int, kind limitKind, l sandbox.Limits) error {
-	set := func(res int, v uint64) error {
-		lim := unix.Rlimit{Cur: v, Max: v}
-		if err := unix.Prlimit(pid, res, &lim, nil); err != nil {
-			return fmt.Errorf("prlimit %d: %w", res, err)
-		}
-		return nil
-	}
-	errs := []error{
-		set(unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes)),
-		set(unix.RLIMIT_CORE, 0),
+// rlimit is one resource limit a command gets, hard as well as soft, so
+// the code cannot raise it again.
+type rlimit struct {
+	resource int
+	flag     string // util-linux prlimit's option for it
+	value    uint64
+}
+
+// rlimits lists the limits for a sandbox's commands of the given kind.
+func rlimits(kind limitKind, l sandbox.Limits) []rlimit {
+	out := []rlimit{
+		{unix.RLIMIT_FSIZE, "--fsize", uint64(l.FileSizeBytes)},
+		{unix.RLIMIT_CORE, "--core", 0},
 	}
 	if kind == limitRlimit {
-		errs = append(errs,
-			set(unix.RLIMIT_AS, uint64(l.MemoryBytes)),
-			set(unix.RLIMIT_NPROC, uint64(l.Processes)))
+		out = append(out,
+			rlimit{unix.RLIMIT_AS, "--as", uint64(l.MemoryBytes)},
+			rlimit{unix.RLIMIT_NPROC, "--nproc", uint64(l.Processes)})
+	}
+	return out
+}
+
+// setRlimits applies the rlimits to pid, bwrap's process inside the sandbox,
+// while bwrap holds it on --block-fd; the command inherits them. prlimit(2)
+// on another process needs the same uid or CAP_SYS_RESOURCE, so this serves
+// sandboxes that run as terp's user; those with a uid of their own get the
+// same limits from prlimitArgs.
+func setRlimits(pid int, kind limitKind, l sandbox.Limits) error {
+	var errs []error
+	for _, r := range rlimits(kind, l) {
+		lim := unix.Rlimit{Cur: r.value, Max: r.value}
+		if err := unix.Prlimit(pid, r.resource, &lim, nil); err != nil {
+			errs = append(errs, fmt.Errorf("prlimit %d: %w", r.resource, err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// prlimitArgs is the util-linux prlimit command line that starts bwrap with
+// the rlimits already set, for a sandbox running as a uid of its own: terp,
+// though root, may lack CAP_SYS_RESOURCE (containers drop it), and prlimit
+// runs as the sandbox's uid, which may always lower its own limits.
+func prlimitArgs(prlimit string, kind limitKind, l sandbox.Limits) []string {
+	args := []string{prlimit}
+	for _, r := range rlimits(kind, l) {
+		v := strconv.FormatUint(r.value, 10)
+		args = append(args, r.flag+"="+v+":"+v)
+	}
+	return append(args, "--")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 func TestLimitsMechanism(t *testing.T) {
@@ -275,7 +276,7 @@ func TestCgroupPaths(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := terptest.TempDir(t)
 			cg, mi := filepath.Join(dir, "cgroup"), filepath.Join(dir, "mountinfo")
 			os.WriteFile(cg, []byte(tt.cgroup), 0o644)
 			os.WriteFile(mi, []byte(tt.mountinfo), 0o644)

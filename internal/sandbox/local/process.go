@@ -118,6 +118,9 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	if err != nil {
 		return nil, err
 	}
+	if s.meta.HostUID != 0 {
+		argv = append(prlimitArgs(s.b.prlimit, s.b.limits.kind, s.meta.Limits), argv...)
+	}
 
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
@@ -135,14 +138,16 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	c := &exec.Cmd{
 		Path:       argv[0],
 		Args:       argv,
+		Dir:        "/",        // terp's own directory may be closed to the sandbox's uid
 		Env:        []string{}, // bwrap's own environment is readable as /proc/1/environ inside
 		Stdin:      std.in,
 		Stdout:     std.out,
 		Stderr:     std.err,
 		ExtraFiles: []*os.File{statusW, blockR},
 		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
+			Setpgid:    true,
+			Pdeathsig:  syscall.SIGKILL, // set after the uid changes, so it holds
+			Credential: credential(s.meta.HostUID),
 		},
 		WaitDelay: waitDelay,
 	}
@@ -308,8 +313,10 @@ func (p *proc) handshake(statusR, blockW *os.File, s *Sandbox) error {
 		p.kill(reason)
 	}
 
-	if err := setRlimits(pid, s.b.limits.kind, s.meta.Limits); err != nil {
-		return fmt.Errorf("limit sandbox: %w", err)
+	if s.meta.HostUID == 0 { // otherwise prlimit started bwrap limited
+		if err := setRlimits(pid, s.b.limits.kind, s.meta.Limits); err != nil {
+			return fmt.Errorf("limit sandbox: %w", err)
+		}
 	}
 	if err := s.cgroup.join(pid); err != nil {
 		return fmt.Errorf("limit sandbox: %w", err)

@@ -19,9 +19,9 @@ import (
 // use). The tests run it two ways:
 //
 //   - as root with the mechanism forced (forceRlimits), which is how tests,
-//     never users, reach the fallback where cgroups work. RLIMIT_NPROC does
-//     not bind root (the kernel exempts uid 0), so only memory and file size
-//     are checked that way;
+//     never users, reach the fallback where cgroups work. The sandbox then
+//     runs as a host uid of its own (hostuid.go), so RLIMIT_NPROC binds it
+//     although the kernel exempts uid 0;
 //   - as an unprivileged user (the test binary re-run as nobody), where
 //     detection itself picks rlimits and all three limits are checked.
 
@@ -111,7 +111,8 @@ except OSError as e:
 	}
 }
 
-// TestRlimitsForced runs the memory and file-size bombs with rlimits forced.
+// TestRlimitsForced runs the memory, file-size and process bombs with
+// rlimits forced.
 func TestRlimitsForced(t *testing.T) {
 	t.Parallel()
 	b, err := New(Config{Root: testBackend.Root()})
@@ -120,6 +121,7 @@ func TestRlimitsForced(t *testing.T) {
 	}
 	forceRlimits(b)
 	checkRlimitBombs(t, b)
+	t.Run("fork bomb", func(t *testing.T) { checkRlimitForkBomb(t, b) })
 }
 
 // TestRlimitsUnprivileged is the fallback as an ordinary user meets it: the
@@ -130,7 +132,7 @@ func TestRlimitsUnprivileged(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Fatal("set " + unprivilegedEnv + " or run as root, which re-runs this test as nobody")
 		}
-		rerunAsNobody(t, "^TestRlimitsUnprivileged$")
+		rerunAsNobody(t, "TestRlimitsUnprivileged")
 		return
 	}
 	if got := testBackend.LimitsMechanism(); got != "rlimit" {
@@ -140,9 +142,10 @@ func TestRlimitsUnprivileged(t *testing.T) {
 	t.Run("fork bomb", func(t *testing.T) { checkRlimitForkBomb(t, testBackend) })
 }
 
-// rerunAsNobody runs the tests matching pattern in a copy of this test
-// binary as uid and gid 65534 and fails if they fail.
-func rerunAsNobody(t *testing.T, pattern string) {
+// rerunAsNobody runs the named tests in a copy of this test binary as uid
+// and gid 65534 and fails unless each of them passes.
+func rerunAsNobody(t *testing.T, tests ...string) {
+	pattern := "^(" + strings.Join(tests, "|") + ")$"
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -170,8 +173,10 @@ func rerunAsNobody(t *testing.T, pattern string) {
 	if err != nil {
 		t.Fatalf("the tests run as nobody failed: %v", err)
 	}
-	if !strings.Contains(string(out), "--- PASS: "+strings.Trim(pattern, "^$")) {
-		t.Fatal("the tests run as nobody did not run")
+	for _, name := range tests {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass as nobody", name)
+		}
 	}
 }
 

@@ -152,6 +152,9 @@ type meta struct {
 	// (its terp killed before it could pause) is expired after Deadline.
 	Deadline time.Time `json:"deadline"`
 	Paused   bool      `json:"paused"`
+	// HostUID is the host uid the code runs as, set when terp runs as root
+	// (see hostuid.go); 0 means terp's own user.
+	HostUID uint32 `json:"host_uid,omitempty"`
 }
 
 // expired reports whether a sandbox left running is past its lifetime.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // probePrelude is Python that runs named probes and prints one JSON object,
@@ -253,7 +254,7 @@ func unfilteredBackend(t testing.TB) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(t.TempDir(), "bwrap")
+	script := filepath.Join(terptest.TempDir(t), "bwrap")
 	wrapper := "#!/bin/sh\nif [ \"$1\" = --help ]; then " + real + " --help | grep -v -e --seccomp; exit 0; fi\nexec " + real + " \"$@\"\n"
 	if err := os.WriteFile(script, []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
