@@ -8,11 +8,12 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # What the local sandbox needs from Debian/Ubuntu, and what the tests need
 # besides (tmux drives the terminal UI test).
-DEBS      := bubblewrap python3 python3-numpy python3-pandas python3-matplotlib
+# util-linux brings prlimit, which limits root's sandboxes.
+DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib
 TEST_DEBS := $(DEBS) tmux
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-.PHONY: build test lint fmt bench install deps test-deps apt-install example clean docker-test-image
+.PHONY: build test test-unprivileged lint fmt bench install deps test-deps apt-install example clean docker-test-image
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
@@ -44,6 +45,12 @@ example: deps build
 
 test: test-deps
 	$(GO) test -race ./...
+	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory test-unprivileged; fi
+
+# test-unprivileged runs the adversarial suite again as nobody, the way most
+# people run terp (make test does it after the root pass).
+test-unprivileged:
+	internal/adversarial/testdata/run-unprivileged.sh
 
 # docker-test-image builds the image the Docker backend's tests run, from
 # Debian's packages through debootstrap (no registry, no PyPI; about three

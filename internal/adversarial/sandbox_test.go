@@ -662,7 +662,7 @@ for p in ["/dev/mem", "/dev/kmsg", "/dev/sda", "/dev/vda", "/dev/nvme0", "/dev/k
 				}
 			},
 		},
-	}, seccompCases()...)
+	}, append(seccompCases(), hostRootCases()...)...)
 }
 
 // stillWorks runs a trivial step in sbx after a hostile one.

@@ -23,9 +23,17 @@ var build struct {
 	err  error
 }
 
+// BinaryEnv names a terp binary already built, which Binary returns instead
+// of building one: a test binary run as another user (make
+// test-unprivileged) has no Go toolchain cache of its own to build with.
+const BinaryEnv = "TERP_TEST_BINARY"
+
 // Binary builds cmd/terp once per test process and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if p := os.Getenv(BinaryEnv); p != "" {
+		return p
+	}
 	build.Do(func() {
 		dir, err := os.MkdirTemp("", "terp-bin-")
 		if err != nil {
