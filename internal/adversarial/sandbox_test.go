@@ -48,6 +48,7 @@ var small = sandbox.Options{Limits: sandbox.Limits{
 	MemoryBytes:   256 << 20,
 	Processes:     64,
 	FileSizeBytes: 16 << 20,
+	WorkBytes:     64 << 20,
 }}
 
 // wants fails unless stdout holds every line fragment in want.
@@ -291,6 +292,42 @@ except OSError as e:
 				if n := workFileSize(t, sbx, "fill.bin"); n > small.Limits.FileSizeBytes {
 					t.Errorf("the host file is %d bytes, over the limit", n)
 				}
+			},
+		},
+		{
+			name: "limits/disk-fill-work-many-files",
+			expect: "files of 8 MiB each, written until something stops them: /work is held near its size limit (64 MiB here, " +
+				"plus what the code writes in one watch interval); the code is stopped, told why, and the next step runs",
+			on:  onLocal | onCPUOS,
+			why: "Docker's /work is a volume the daemon sizes; terp does not watch it",
+			own: &small,
+			code: fixed(`import os
+chunk = b"x" * (8 << 20)
+n = 0
+while True:
+    with open(f"/work/fill{n}.bin", "wb") as f:
+        f.write(chunk)
+    n += 1
+    print("wrote", n, flush=True)
+`),
+			timeout: 60 * time.Second,
+			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {
+				if res.ExitCode != 137 || !strings.Contains(res.Notice, "max_work_size") {
+					t.Errorf("the disk filler was not stopped for max_work_size: exit %d, notice %q", res.ExitCode, res.Notice)
+				}
+				files, err := sbx.List(t.Context(), "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var total int64
+				for _, f := range files {
+					total += f.Size
+				}
+				t.Logf("stopped with %d files, %d MiB in /work: %s", len(files), total>>20, res.Notice)
+				if total > 1<<30 {
+					t.Errorf("/work reached %d MiB under a 64 MiB limit", total>>20)
+				}
+				stillWorks(t, sbx)
 			},
 		},
 		{

@@ -419,7 +419,7 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 	}
 	network := networkPolicy(cfg)
 	sbx, err := backend.Create(ctx, sandbox.Options{Timeout: 5 * time.Minute, Limits: sandbox.Limits{
-		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit,
+		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit, WorkBytes: cfg.MaxWorkSize,
 	}, Network: network})
 	if err != nil {
 		c.Status, c.Detail, c.Fix = checkFail, "cannot create a "+cfg.Sandbox+" sandbox: "+err.Error(), fix

@@ -104,7 +104,7 @@ func cpuosSandboxCheck(ctx context.Context, opts *doctorOptions, cfg *config.Con
 	began := time.Now()
 	network := networkPolicy(cfg)
 	sbx, err := backend.Create(ctx, sandbox.Options{Timeout: 5 * time.Minute, Limits: sandbox.Limits{
-		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit,
+		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit, WorkBytes: cfg.MaxWorkSize,
 	}, Network: network})
 	var ae *cpuos.APIError
 	switch {

@@ -298,6 +298,7 @@ func (s *session) create(ctx context.Context) error {
 			MemoryBytes:   s.cfg.MemoryLimit,
 			Processes:     s.cfg.ProcessLimit,
 			FileSizeBytes: s.cfg.FileSizeLimit,
+			WorkBytes:     s.cfg.MaxWorkSize,
 		},
 		Network: networkPolicy(s.cfg),
 	})

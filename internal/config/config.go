@@ -45,6 +45,7 @@ type Config struct {
 	MemoryLimit     int64         // Bytes.
 	ProcessLimit    int           // Processes and threads at once.
 	FileSizeLimit   int64         // Bytes, per file written in the sandbox.
+	MaxWorkSize     int64         // Bytes /work may take on disk.
 	MaxDownloadSize int64         // Bytes, per file downloaded from the sandbox.
 	OutDir          string        // Empty: the caller picks a new directory per conversation.
 	ImageProtocol   string        // How the chat draws images: "auto", "kitty", "iterm2", "sixel", "halfblock" or "none".

@@ -63,6 +63,9 @@ func (s *Script) Run(ctx context.Context, code string, timeout time.Duration) (R
 		res.Notice = fmt.Sprintf("The run was stopped after %s, the per-command timeout; all its processes "+
 			"were killed. Files in /work were kept.", timeout)
 	}
+	if run.Stopped != "" {
+		res.Notice = run.Stopped + "."
+	}
 	return res, nil
 }
 

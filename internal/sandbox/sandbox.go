@@ -28,6 +28,11 @@ type Limits struct {
 	MemoryBytes   int64 // address space or cgroup memory of one command
 	Processes     int   // processes and threads alive at once
 	FileSizeBytes int64 // largest file the code may write
+	// WorkBytes is the most disk WorkDir may take, uploads included,
+	// counted in blocks allocated (a sparse file counts what it holds). A
+	// command that grows WorkDir past it is stopped, with ExecResult.Stopped
+	// (or the Process's StopReason) saying so.
+	WorkBytes int64
 }
 
 // Options configure a new sandbox.
@@ -102,7 +107,17 @@ type ExecResult struct {
 	// TimedOut is set when the command was killed by ExecOptions.Timeout;
 	// ExitCode is then ExitTimedOut.
 	TimedOut bool
+	// Stopped says why the sandbox stopped the command for breaking one of
+	// its limits (WorkDir grew past Limits.WorkBytes), in words for the
+	// model; empty otherwise. ExitCode is then 128+SIGKILL.
+	Stopped  string
 	Duration time.Duration
+}
+
+// StopReporter is a Process that can say why the sandbox stopped it, as
+// ExecResult.Stopped does for Exec.
+type StopReporter interface {
+	StopReason() string
 }
 
 // ExitTimedOut is the ExitCode of a command killed by its timeout. It is the

@@ -234,6 +234,7 @@ func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sand
 	err := b.call(ctx, request{method: http.MethodPost, path: pathSandboxes, json: createRequest{
 		TemplateID: b.cfg.Template, Timeout: seconds(opt.Timeout), Network: wireNetwork(opt.Network),
 		MemoryBytes: opt.Limits.MemoryBytes, Processes: opt.Limits.Processes, FileSizeBytes: opt.Limits.FileSizeBytes,
+		WorkBytes: opt.Limits.WorkBytes,
 	}}, &out, 1<<20)
 	if err != nil {
 		return nil, err
@@ -383,7 +384,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 	return sandbox.ExecResult{
 		ExitCode: out.ExitCode, Stdout: bound(out.Stdout, maxOut), Stderr: bound(out.Stderr, maxErr),
 		StdoutBytes: out.StdoutBytes, StderrBytes: out.StderrBytes,
-		TimedOut: out.TimedOut, Duration: time.Duration(out.DurationMs) * time.Millisecond,
+		TimedOut: out.TimedOut, Stopped: out.Stopped, Duration: time.Duration(out.DurationMs) * time.Millisecond,
 	}, nil
 }
 
@@ -457,10 +458,16 @@ type process struct {
 	stdout, stderr io.ReadCloser
 	stop           func() bool
 
-	once sync.Once
-	code int
-	err  error
+	once    sync.Once
+	code    int
+	err     error
+	stopped string
 }
+
+var _ sandbox.StopReporter = (*process)(nil)
+
+// StopReason is why the server stopped the process, once Wait returned.
+func (p *process) StopReason() string { return p.stopped }
 
 func (p *process) req(method, path string) request {
 	r := p.s.req(method, path)
@@ -485,7 +492,7 @@ func (p *process) Wait() (int, error) {
 		var out waitResponse
 		p.err = p.s.b.call(context.Background(), p.req(http.MethodGet, pathWait), &out, 1<<20)
 		if p.err == nil {
-			p.code = out.ExitCode
+			p.code, p.stopped = out.ExitCode, out.Stopped
 			if out.Error != "" {
 				p.err = errors.New(out.Error)
 			}

@@ -87,6 +87,7 @@ type createRequest struct {
 	MemoryBytes   int64 `json:"memoryBytes,omitempty"`
 	Processes     int   `json:"processes,omitempty"`
 	FileSizeBytes int64 `json:"fileSizeBytes,omitempty"`
+	WorkBytes     int64 `json:"workBytes,omitempty"` // disk /work may take
 }
 
 // networkSpec is sandbox.Network on the wire.
@@ -138,7 +139,10 @@ type execResponse struct {
 	StdoutBytes int64  `json:"stdoutBytes"` // everything written, including what was cut
 	StderrBytes int64  `json:"stderrBytes"`
 	TimedOut    bool   `json:"timedOut"`
-	DurationMs  int64  `json:"durationMs"`
+	// Stopped says why the server stopped the command for breaking a
+	// sandbox limit (/work too big), in words for the model.
+	Stopped    string `json:"stopped,omitempty"`
+	DurationMs int64  `json:"durationMs"`
 }
 
 type processRequest struct {
@@ -158,6 +162,7 @@ type signalRequest struct {
 type waitResponse struct {
 	ExitCode int    `json:"exitCode"`
 	Error    string `json:"error,omitempty"`
+	Stopped  string `json:"stopped,omitempty"` // as execResponse's
 }
 
 type errorBody struct {

@@ -270,7 +270,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	sbx, err := s.backend.Create(r.Context(), sandbox.Options{
 		Timeout: time.Duration(req.Timeout) * time.Second,
 		Network: req.Network.policy(),
-		Limits:  sandbox.Limits{MemoryBytes: req.MemoryBytes, Processes: req.Processes, FileSizeBytes: req.FileSizeBytes},
+		Limits:  sandbox.Limits{MemoryBytes: req.MemoryBytes, Processes: req.Processes, FileSizeBytes: req.FileSizeBytes, WorkBytes: req.WorkBytes},
 	})
 	if err != nil {
 		fail(w, err)
@@ -388,7 +388,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sv *served) {
 	writeJSON(w, http.StatusOK, execResponse{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
-		TimedOut: res.TimedOut, DurationMs: res.Duration.Milliseconds(),
+		TimedOut: res.TimedOut, Stopped: res.Stopped, DurationMs: res.Duration.Milliseconds(),
 	})
 }
 
@@ -503,6 +503,9 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, sv *served) {
 		return
 	}
 	resp := waitResponse{ExitCode: p.code}
+	if sr, ok := p.p.(sandbox.StopReporter); ok {
+		resp.Stopped = sr.StopReason()
+	}
 	if p.err != nil {
 		resp.Error = p.err.Error()
 	}

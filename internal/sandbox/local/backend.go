@@ -29,6 +29,7 @@ const (
 	DefaultMemoryBytes   = 2 << 30
 	DefaultProcesses     = 256
 	DefaultFileSizeBytes = 1 << 30
+	DefaultWorkBytes     = 4 << 30
 )
 
 // DefaultPython is the interpreter commands get when Config.Python is empty.

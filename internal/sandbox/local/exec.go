@@ -43,6 +43,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 		StdoutBytes: stdout.Total(),
 		StderrBytes: stderr.Total(),
 		TimedOut:    reason == killTimeout,
+		Stopped:     p.stopReason(),
 		Duration:    time.Since(start),
 	}
 	switch {
@@ -169,6 +170,12 @@ func (sp *process) Signal(sig sandbox.Signal) error {
 	}
 	return sp.p.signal(n)
 }
+
+var _ sandbox.StopReporter = (*process)(nil)
+
+// StopReason says why the sandbox stopped the process for breaking one of
+// its limits, or "".
+func (sp *process) StopReason() string { return sp.p.stopReason() }
 
 // Wait blocks until the process exits and returns its exit code, with the
 // same conventions as Exec. The stdout and stderr readers stay readable

@@ -60,6 +60,7 @@ const (
 	killCanceled
 	killStopped // Pause or Close
 	killSignal  // Process.Signal(SIGKILL)
+	killLimit   // a sandbox limit that is not an rlimit or cgroup's (stopFor)
 )
 
 // proc is one running bwrap and what terp knows about the sandbox it made.
@@ -71,7 +72,8 @@ type proc struct {
 	pidns  uint64 // the sandbox's pid namespace inode, 0 until known
 	reaped bool   // bwrap has been waited for
 	reason killReason
-	exit   *int // from bwrap's status, once the command ended
+	why    string // for killLimit, the words for the model
+	exit   *int   // from bwrap's status, once the command ended
 
 	waited     chan struct{} // closed when bwrap is reaped
 	statusRead chan struct{} // closed when bwrap's status descriptor is drained
@@ -374,6 +376,26 @@ func (p *proc) kill(reason killReason) {
 	_ = p.cmd.Process.Kill()
 }
 
+// stopFor kills the command for breaking a sandbox limit, keeping why.
+func (p *proc) stopFor(why string) {
+	p.mu.Lock()
+	if p.reason == killNone {
+		p.why = why
+	}
+	p.mu.Unlock()
+	p.kill(killLimit)
+}
+
+// stopReason is why stopFor killed the command, or "".
+func (p *proc) stopReason() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reason != killLimit {
+		return ""
+	}
+	return p.why
+}
+
 // signal delivers sig to every process in the sandbox's pid namespace except
 // its init (which, as bwrap's reaper, would ignore it anyway): the command,
 // its children and whatever they daemonized.
@@ -417,7 +439,7 @@ func (p *proc) wait() (code int, reason killReason, err error) {
 		return -1, p.reason, nil
 	case p.exit != nil:
 		return *p.exit, p.reason, nil
-	case p.reason == killSignal:
+	case p.reason == killSignal || p.reason == killLimit:
 		return 128 + int(unix.SIGKILL), p.reason, nil
 	}
 	// bwrap ended without reporting the command's exit: bwrap itself failed.

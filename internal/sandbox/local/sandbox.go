@@ -30,6 +30,8 @@ type Sandbox struct {
 	state    sandbox.State
 	deadline time.Time
 	procs    map[*proc]struct{} // running commands, killed by Pause and Close
+	watching bool               // watchWork runs
+	started  bool               // a command started since watchWork last looked
 }
 
 // ID is the sandbox's id, also its directory name under Config.Root and the
@@ -122,6 +124,11 @@ func (s *Sandbox) track(p *proc) bool {
 		return false
 	}
 	s.procs[p] = struct{}{}
+	s.started = true
+	if !s.watching && s.meta.Limits.WorkBytes > 0 {
+		s.watching = true
+		go s.watchWork()
+	}
 	return true
 }
 
@@ -174,6 +181,9 @@ func (m *meta) fillDefaults() {
 	}
 	if m.Limits.FileSizeBytes <= 0 {
 		m.Limits.FileSizeBytes = DefaultFileSizeBytes
+	}
+	if m.Limits.WorkBytes <= 0 {
+		m.Limits.WorkBytes = DefaultWorkBytes
 	}
 }
 
