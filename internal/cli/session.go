@@ -27,7 +27,8 @@ import (
 // sandbox, so its imports happen while the model thinks about the first
 // step) and the agent that holds the history. The record is saved after
 // every completed step; closing the session pauses the sandbox, so a later
-// command can resume the conversation with the same /work.
+// command can resume the conversation with the same /work. A save that fails
+// is retried at every later one (see save), never the end of a turn.
 type session struct {
 	ID      string
 	Sandbox sandbox.Sandbox
@@ -48,6 +49,10 @@ type session struct {
 	closed     bool        // Close has run
 	idle       *time.Timer // pauses the sandbox after idle_pause
 	awakeSince time.Time   // when the sandbox was created or last resumed
+
+	// unsaved is why the last save failed; nil when the stored record is
+	// the conversation as it is.
+	unsaved error
 }
 
 // openSession starts a new conversation for the command origin (ask, chat
@@ -180,7 +185,8 @@ func (s *session) wake(ctx context.Context) error {
 	}
 	s.paused = false
 	s.awakeSince = time.Now()
-	return s.save()
+	s.save()
+	return nil
 }
 
 // suspend pauses the sandbox while the conversation stays open, as a chat
@@ -197,7 +203,8 @@ func (s *session) suspend(ctx context.Context) error {
 	}
 	s.Conv.Sandbox.SessionID = string(id)
 	s.paused = true
-	return s.save()
+	s.save()
+	return nil
 }
 
 // Ask runs one turn. A sandbox paused while the user was away is woken
@@ -306,7 +313,8 @@ func (s *session) create(ctx context.Context) error {
 	}
 	s.Sandbox = sbx
 	s.Conv.Sandbox = store.SandboxRef{Backend: s.cfg.Sandbox, SessionID: string(sbx.ID())}
-	return s.save()
+	s.save()
+	return nil
 }
 
 // newAgent makes the conversation's agent, which saves after every step.
@@ -321,7 +329,9 @@ func (s *session) newAgent() *agent.Agent {
 	}))
 }
 
-// checkpoint saves the conversation after a completed step.
+// checkpoint saves the conversation after a completed step. It never fails:
+// a save that fails is a warning (see save), for the turn is worth more than
+// its record, and the next checkpoint saves it all.
 func (s *session) checkpoint(c agent.Checkpoint) error {
 	s.Conv.Messages = c.Messages
 	s.Conv.Usage = c.Usage
@@ -333,10 +343,28 @@ func (s *session) checkpoint(c agent.Checkpoint) error {
 	if s.Conv.Title == "" {
 		s.Conv.SetTitle(firstQuestion(c.Messages))
 	}
-	return s.save()
+	s.save()
+	return nil
 }
 
-func (s *session) save() error { return s.store.Save(s.Conv) }
+// save writes the whole record. A save that fails (a full disk, a store made read-only) ends nothing
+// and damages nothing: store.Save replaces the old record atomically, so it
+// stays as it was; the conversation goes on in memory and the user is told
+// once; every later save (the next step, a pause, Close) writes everything
+// again, so the first that succeeds stores it all, the sandbox's pause id
+// included.
+func (s *session) save() {
+	err := s.store.Save(s.Conv)
+	switch {
+	case err != nil && s.unsaved == nil:
+		fmt.Fprintf(s.f.IO.ErrOut, "warning: %v; the conversation goes on and the record stored before is intact: "+
+			"free space in %s (or make it writable) and terp saves everything after the next step or on exit\n",
+			err, s.store.Dir())
+	case err == nil && s.unsaved != nil:
+		fmt.Fprintf(s.f.IO.ErrOut, "terp: conversation %s is saved again\n", s.ID)
+	}
+	s.unsaved = err
+}
 
 // firstQuestion is the user's first message without the notes terp put
 // before it.
@@ -397,8 +425,12 @@ func (s *session) Upload(ctx context.Context, path string) error {
 	name := filepath.Base(path)
 	kept := filepath.Join(s.store.InputsDir(s.ID), name)
 	n, err := copyFile(path, kept)
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) && pe.Path == path {
+		return usagef("cannot upload %s: %v", path, pe.Err)
+	}
 	if err != nil {
-		return usagef("cannot upload %s: %v", path, unwrapPath(err))
+		return fmt.Errorf("cannot upload %s: keeping a copy with the conversation failed (%w); free space in %s and upload it again",
+			path, err, s.store.Dir())
 	}
 	fh, err := os.Open(kept)
 	if err != nil {
@@ -410,7 +442,8 @@ func (s *session) Upload(ctx context.Context, path string) error {
 	}
 	abs, _ := filepath.Abs(path)
 	s.Conv.Inputs = appendStored(s.Conv.Inputs, store.File{Name: name, Path: abs, Bytes: n})
-	return s.save()
+	s.save()
+	return nil
 }
 
 // uploadInputs puts a conversation's kept uploads into a new sandbox.
@@ -429,7 +462,9 @@ func (s *session) uploadInputs(ctx context.Context) error {
 	return nil
 }
 
-// copyFile copies src to dst, creating dst's directory.
+// copyFile copies src to dst, creating dst's directory. The copy is written
+// beside dst and renamed over it, so a copy that fails (a full disk) leaves
+// an earlier upload of the same name whole.
 func copyFile(src, dst string) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
@@ -439,13 +474,20 @@ func copyFile(src, dst string) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return 0, err
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	out, err := os.CreateTemp(filepath.Dir(dst), ".upload-*")
 	if err != nil {
 		return 0, err
 	}
+	defer os.Remove(out.Name()) // fails harmlessly after the rename
 	n, err := io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(out.Name(), dst)
 	}
 	return n, err
 }
@@ -508,9 +550,7 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 		abs, _ := filepath.Abs(p)
 		s.Conv.Downloads = appendStored(s.Conv.Downloads, store.File{Name: fi.Path, Path: abs, Bytes: n})
 	}
-	if err := s.save(); err != nil {
-		errs = append(errs, err)
-	}
+	s.save()
 	if len(errs) > 0 {
 		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
 	}
@@ -564,9 +604,14 @@ func (s *session) Close(ctx context.Context) {
 		} else {
 			s.Conv.Sandbox.SessionID = string(id)
 		}
-		if err := s.save(); err != nil {
-			fmt.Fprintln(s.f.IO.ErrOut, "warning: "+err.Error())
-		}
+		s.save()
+	} else if s.unsaved != nil {
+		s.save()
+	}
+	if s.unsaved != nil {
+		fmt.Fprintf(s.f.IO.ErrOut, "warning: conversation %s could not be saved on exit (%v): what is stored of it is "+
+			"as of its last save that worked, and its sandbox is kept; free space in %s before going on with it (terp ask --resume %s)\n",
+			s.ID, s.unsaved, s.store.Dir(), s.ID)
 	}
 	s.release()
 }
