@@ -81,7 +81,7 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 		_ = st.Remove(id)
 		return nil, err
 	}
-	if s.Runner, err = newRunner(ctx, s.Sandbox, cfg); err != nil {
+	if err := s.startRunner(ctx); err != nil {
 		s.Close(ctx)
 		return nil, err
 	}
@@ -144,6 +144,7 @@ func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref stri
 // and a chat whose sandbox was paused while the user was away.
 func (s *session) wake(ctx context.Context) error {
 	var note string
+	lostVariables := s.ranInKernel()
 	resumed := false
 	if id := s.Conv.Sandbox.SessionID; id != "" && s.Conv.Sandbox.Backend == s.cfg.Sandbox {
 		sbx, err := s.backend.Resume(ctx, sandbox.SessionID(id))
@@ -162,15 +163,16 @@ func (s *session) wake(ctx context.Context) error {
 			return err
 		}
 		note = s.replacedNote()
-	} else if kernel.Mode(s.cfg.ExecMode) == kernel.ModeKernel && s.Conv.Turns > 0 {
-		// The local backend keeps files, not memory, across a pause.
+	} else if lostVariables {
+		// Every backend keeps files, not memory, across a pause, and the
+		// runner below starts afresh.
 		note = "The Python session was restarted since the last question: " +
 			"variables and imports from earlier steps are gone, files in /work were kept."
 	}
-	var err error
-	if s.Runner, err = newRunner(ctx, s.Sandbox, s.cfg); err != nil {
+	if err := s.startRunner(ctx); err != nil {
 		return err
 	}
+	var err error
 	if s.Agent == nil {
 		s.Agent = s.newAgent()
 		err = s.Agent.Restore(ctx, s.Conv.Messages, s.Conv.Usage, s.Conv.Steps)
@@ -187,6 +189,16 @@ func (s *session) wake(ctx context.Context) error {
 	s.awakeSince = time.Now()
 	s.save()
 	return nil
+}
+
+// ranInKernel reports whether code may have left variables in a kernel of
+// this conversation: code ran (or began to) while it was in kernel mode. A
+// record written before CodeRan existed shows it by a tool result.
+func (s *session) ranInKernel() bool {
+	if kernel.Mode(s.Conv.Settings.ExecMode) == kernel.ModeScript {
+		return false
+	}
+	return s.Conv.CodeRan || slices.ContainsFunc(s.Conv.Messages, func(m llm.Message) bool { return m.Role == llm.RoleTool })
 }
 
 // suspend pauses the sandbox while the conversation stays open, as a chat
@@ -315,6 +327,33 @@ func (s *session) create(ctx context.Context) error {
 	s.Conv.Sandbox = store.SandboxRef{Backend: s.cfg.Sandbox, SessionID: string(sbx.ID())}
 	s.save()
 	return nil
+}
+
+// startRunner starts the runner for the conversation's sandbox, as exec_mode
+// says, wrapped so that the first run is recorded before it starts.
+func (s *session) startRunner(ctx context.Context) error {
+	r, err := newRunner(ctx, s.Sandbox, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.Runner = recordingRunner{Runner: r, s: s}
+	return nil
+}
+
+// recordingRunner saves, before the conversation's code first runs, that it
+// ran (store.Conversation.CodeRan): no step may be saved before terp dies,
+// yet from then on there are variables to lose and files to keep.
+type recordingRunner struct {
+	kernel.Runner
+	s *session
+}
+
+func (r recordingRunner) Run(ctx context.Context, code string, timeout time.Duration) (kernel.Result, error) {
+	if !r.s.Conv.CodeRan {
+		r.s.Conv.CodeRan = true
+		r.s.save()
+	}
+	return r.Runner.Run(ctx, code, timeout)
 }
 
 // newAgent makes the conversation's agent, which saves after every step.

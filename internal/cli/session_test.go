@@ -52,8 +52,8 @@ finally:
 				t.Errorf("the code did not fill the disk: %s", req.LastTool())
 			}
 			// Step 1's save failed: the record is the one saved before it.
-			if c := stored(); len(c.Messages) != 0 {
-				t.Errorf("after the failed save the record holds %d messages; want the record before step 1", len(c.Messages))
+			if c := stored(); len(c.Messages) != 0 || !c.CodeRan {
+				t.Errorf("after the failed save the record holds %d messages (code ran: %v); want the record before step 1", len(c.Messages), c.CodeRan)
 			}
 			return llmtest.RunPython("open('/work/filler', 'w').close()\nprint('freed')")
 		},
