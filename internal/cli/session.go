@@ -91,10 +91,11 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 }
 
 // resumeSession goes on with a stored conversation: ref is an id or a
-// unique prefix of one, or "" for the latest. The model and endpoint it used
-// are kept unless the environment or a flag names others. Its sandbox is
-// resumed, or, if it expired or vanished, replaced by a new one with the
-// original uploads; either way the model is told what it lost.
+// unique prefix of one, or "" for the latest. The model, endpoint and exec
+// mode it used are kept unless the environment or a flag names others (see
+// keepStored). Its sandbox is resumed, or, if it expired or vanished, replaced
+// by a new one with the original uploads; either way the model is told what
+// it lost.
 func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref string) (*session, error) {
 	st, err := f.Store()
 	if err != nil {
@@ -144,6 +145,7 @@ func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref stri
 // and a chat whose sandbox was paused while the user was away.
 func (s *session) wake(ctx context.Context) error {
 	var note string
+	// Asked before anything is saved, which records the mode used from now.
 	lostVariables := s.ranInKernel()
 	resumed := false
 	if id := s.Conv.Sandbox.SessionID; id != "" && s.Conv.Sandbox.Backend == s.cfg.Sandbox {
@@ -168,6 +170,10 @@ func (s *session) wake(ctx context.Context) error {
 		// runner below starts afresh.
 		note = "The Python session was restarted since the last question: " +
 			"variables and imports from earlier steps are gone, files in /work were kept."
+		if kernel.Mode(s.cfg.ExecMode) == kernel.ModeScript {
+			note = "Code now runs as a new Python script each time: variables and imports " +
+				"from earlier steps are gone, files in /work were kept."
+		}
 	}
 	if err := s.startRunner(ctx); err != nil {
 		return err
@@ -278,20 +284,30 @@ func (s *session) idleTimeout() {
 	}
 }
 
-// keepStored applies a stored conversation's model and endpoint, unless the
-// user chose others for this command through the environment or a flag, and
-// its network policy, which its sandbox was made with and keeps: a different
-// one asked for now is refused with the warning returned.
+// keepStored applies a stored conversation's settings to cfg, one rule for
+// each: its model, endpoint and exec mode hold unless the user chose others
+// for this command through the environment or a flag (a config file or the
+// defaults, which may have changed since, never switch a conversation), and
+// the record then keeps the new choice; its network policy, which its
+// sandbox was made with, always holds: a different one asked for now is
+// refused with the warning returned.
 func keepStored(cfg *config.Config, stored store.Settings) (warning string) {
 	explicit := func(key string) bool {
 		k := cfg.Source(key).Kind
 		return k == config.KindEnv || k == config.KindFlag
 	}
-	if stored.Model != "" && !explicit("model") {
-		cfg.Model = stored.Model
-	}
-	if stored.BaseURL != "" && !explicit("base_url") {
-		cfg.BaseURL = stored.BaseURL
+	for _, kept := range []struct {
+		key    string
+		stored string
+		value  *string
+	}{
+		{"model", stored.Model, &cfg.Model},
+		{"base_url", stored.BaseURL, &cfg.BaseURL},
+		{"exec_mode", stored.ExecMode, &cfg.ExecMode},
+	} {
+		if kept.stored != "" && !explicit(kept.key) {
+			*kept.value = kept.stored
+		}
 	}
 	was := sandbox.Network{Mode: sandbox.NetworkMode(stored.Network), Allow: stored.NetworkAllow}
 	if was.Off() {
@@ -375,7 +391,6 @@ func (s *session) checkpoint(c agent.Checkpoint) error {
 	s.Conv.Messages = c.Messages
 	s.Conv.Usage = c.Usage
 	s.Conv.Steps = c.Steps
-	s.Conv.Settings.Model = s.cfg.Model
 	if c.TurnDone {
 		s.Conv.Turns++
 	}
@@ -386,13 +401,17 @@ func (s *session) checkpoint(c agent.Checkpoint) error {
 	return nil
 }
 
-// save writes the whole record. A save that fails (a full disk, a store made read-only) ends nothing
+// save writes the whole record with the settings the conversation now runs
+// with. A save that fails (a full disk, a store made read-only) ends nothing
 // and damages nothing: store.Save replaces the old record atomically, so it
 // stays as it was; the conversation goes on in memory and the user is told
 // once; every later save (the next step, a pause, Close) writes everything
 // again, so the first that succeeds stores it all, the sandbox's pause id
 // included.
 func (s *session) save() {
+	s.Conv.Settings.Model = s.cfg.Model
+	s.Conv.Settings.BaseURL = s.cfg.BaseURL
+	s.Conv.Settings.ExecMode = s.cfg.ExecMode
 	err := s.store.Save(s.Conv)
 	switch {
 	case err != nil && s.unsaved == nil:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -358,5 +359,53 @@ func TestChatPausesWhileTheUserIsAway(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errOut.String())
 			}
 		})
+	}
+}
+
+// TestContinueKeepsTheStoredSettings resumes a conversation started in script
+// mode with a model and endpoint given as flags: the follow-up, without them,
+// keeps all three (a variable set in one step is gone in the next, as in
+// script mode); one that sets the exec mode in the environment switches it
+// (the variable survives), and the record keeps the new mode.
+func TestContinueKeepsTheStoredSettings(t *testing.T) {
+	// Each follow-up sets y in one step and looks for it in the next.
+	setAndLook := func(wantTool string) []llmtest.Step {
+		return []llmtest.Step{
+			func(req llmtest.Request) llmtest.Reply {
+				if req.Model != "first-model" {
+					t.Errorf("the follow-up asked model %q, want the stored first-model", req.Model)
+				}
+				if desc := req.Tools[0].Function.Description; !strings.HasPrefix(desc, wantTool) {
+					t.Errorf("the model was told the tool is:\n%s\nwant it to start %q", desc, wantTool)
+				}
+				return llmtest.RunPython("y = 2")
+			},
+			llmtest.Fixed(llmtest.RunPython("print('y' in globals())")),
+			answerWithStdout,
+		}
+	}
+	const script, persistent = "Run a Python 3 script", "Run Python 3 code in a persistent session"
+	steps := []llmtest.Step{llmtest.Fixed(llmtest.Answer("started"))}
+	steps = append(steps, setAndLook(script)...)
+	steps = append(steps, setAndLook(persistent)...)
+	s := llmtest.New(t, steps...)
+	env, dataDir := sharedEnv(t, nil) // neither model nor endpoint from the environment
+	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script",
+		"--model", "first-model", "--base-url", s.BaseURL(), "start"))
+
+	if got := askJSONOf(t, terp(t, env, "", "ask", "--json", "-c", "is y kept?")); got.Answer != "False" {
+		t.Errorf("follow-up without flags answered %q (%s), want False: the conversation is in script mode", got.Answer, got.Error)
+	}
+	env["TERP_EXEC_MODE"] = "kernel"
+	if got := askJSONOf(t, terp(t, env, "", "ask", "--json", "-c", "is y kept now?")); got.Answer != "True" {
+		t.Errorf("follow-up with TERP_EXEC_MODE=kernel answered %q (%s), want True", got.Answer, got.Error)
+	}
+	st, _ := store.Open(dataDir)
+	c, err := st.Load(first.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.Settings{Model: "first-model", BaseURL: s.BaseURL(), ExecMode: "kernel", MaxSteps: 8, Network: "none"}); !reflect.DeepEqual(c.Settings, want) {
+		t.Errorf("stored settings = %+v, want %+v", c.Settings, want)
 	}
 }
