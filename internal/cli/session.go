@@ -77,12 +77,14 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 		Network: cfg.Network, NetworkAllow: networkPolicy(cfg).Allow,
 	}, cfg.Sandbox)
 	if err := s.create(ctx); err != nil {
+		// No sandbox was made, so no code ran and nothing was uploaded:
+		// the record is only the one create may have written.
 		s.release()
 		_ = st.Remove(id)
 		return nil, err
 	}
 	if err := s.startRunner(ctx); err != nil {
-		s.Close(ctx)
+		s.Close(ctx) // discards the conversation only while it is empty
 		return nil, err
 	}
 	s.Agent = s.newAgent()
@@ -95,7 +97,7 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 // mode it used are kept unless the environment or a flag names others (see
 // keepStored). Its sandbox is resumed, or, if it expired or vanished, replaced
 // by a new one with the original uploads; either way the model is told what
-// it lost.
+// it lost. A resume that fails leaves the conversation as it was stored.
 func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref string) (*session, error) {
 	st, err := f.Store()
 	if err != nil {
@@ -130,7 +132,7 @@ func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref stri
 	s := &session{ID: id, Conv: conv, f: f, cfg: cfg, store: st, lock: lock, backend: backend}
 	if err := s.wake(ctx); err != nil {
 		if s.Sandbox != nil {
-			s.Close(ctx)
+			s.Close(ctx) // pauses it: Close discards only an empty conversation
 		} else {
 			s.release()
 		}
@@ -645,9 +647,10 @@ func (s *session) Close(ctx context.Context) {
 	if s.Runner != nil {
 		_ = s.Runner.Close()
 	}
-	if s.Sandbox != nil && len(s.Conv.Messages) == 0 && len(s.Conv.Inputs) == 0 {
-		// Nothing was said or uploaded (a chat left at once, a question
-		// the server refused): nothing is worth keeping.
+	if s.Sandbox != nil && s.empty() {
+		// Nothing was said, run or uploaded (a chat left at once, a
+		// question the server refused, a kernel that would not start):
+		// nothing is worth keeping.
 		if err := s.Sandbox.Close(ctx); err != nil {
 			fmt.Fprintln(s.f.IO.ErrOut, "warning: removing the sandbox: "+err.Error())
 		}
@@ -672,6 +675,19 @@ func (s *session) Close(ctx context.Context) {
 			s.ID, s.unsaved, s.store.Dir(), s.ID)
 	}
 	s.release()
+}
+
+// empty reports whether the conversation holds nothing of the user's: no
+// message, no code that ran, no upload, not even one whose copy was kept
+// before the sandbox refused it. Only such a conversation is ever discarded
+// without the user asking; every error path keeps the others, paused, to be
+// resumed.
+func (s *session) empty() bool {
+	if len(s.Conv.Messages) > 0 || s.Conv.CodeRan || len(s.Conv.Inputs) > 0 {
+		return false
+	}
+	kept, err := os.ReadDir(s.store.InputsDir(s.ID))
+	return errors.Is(err, os.ErrNotExist) || (err == nil && len(kept) == 0)
 }
 
 // release lets another process open the conversation.
