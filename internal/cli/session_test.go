@@ -20,8 +20,9 @@ import (
 // TestFullDiskEndsNoTurn fills the disk under terp's data directory from the
 // code, as a model's code filling /work does, so that the step's save fails.
 // The turn goes on with a warning, the record saved before stays whole, and
-// once the code frees the space the next save stores everything; the
-// conversation is paused and resumes.
+// once there is room again (the filler is emptied from outside, so that the
+// next step meets no full disk of its own) the next save stores everything;
+// the conversation is paused and resumes.
 func TestFullDiskEndsNoTurn(t *testing.T) {
 	data := terptest.SmallDisk(t, 16<<20)
 	dataDir := filepath.Join(data, "terp")
@@ -62,7 +63,11 @@ finally:
 			if c := stored(); len(c.Messages) != 0 || !c.CodeRan {
 				t.Errorf("after the failed save the record holds %d messages (code ran: %v); want the record before step 1", len(c.Messages), c.CodeRan)
 			}
-			return llmtest.RunPython("open('/work/filler', 'w').close()\nprint('freed')")
+			filler, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*", "work", "filler"))
+			if len(filler) != 1 || os.Truncate(filler[0], 0) != nil {
+				t.Errorf("cannot empty the filler %v", filler)
+			}
+			return llmtest.RunPython("print('room again')")
 		},
 		func(req llmtest.Request) llmtest.Reply {
 			// Step 2's save found room: it stored step 1 too.
