@@ -30,6 +30,13 @@ type result struct {
 // and stdin as given.
 func terp(t *testing.T, env map[string]string, stdin string, args ...string) result {
 	t.Helper()
+	return terpWith(t, nil, env, stdin, args...)
+}
+
+// terpWith is terp with the factory changed by seam first, as a test that
+// injects a fault into the sandbox backend needs.
+func terpWith(t *testing.T, seam func(*Factory), env map[string]string, stdin string, args ...string) result {
+	t.Helper()
 	home := terptest.TempDir(t)
 	full := map[string]string{
 		"HOME":            home,
@@ -43,6 +50,9 @@ func terp(t *testing.T, env map[string]string, stdin string, args ...string) res
 	f := NewFactory()
 	f.IO = IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
 	f.Getenv = func(k string) string { return full[k] }
+	if seam != nil {
+		seam(f)
+	}
 	code := Run(context.Background(), f, args)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }

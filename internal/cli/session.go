@@ -27,7 +27,8 @@ import (
 // sandbox, so its imports happen while the model thinks about the first
 // step) and the agent that holds the history. The record is saved after
 // every completed step; closing the session pauses the sandbox, so a later
-// command can resume the conversation with the same /work.
+// command can resume the conversation with the same /work. A save that fails
+// is retried at every later one (see save), never the end of a turn.
 type session struct {
 	ID      string
 	Sandbox sandbox.Sandbox
@@ -48,6 +49,10 @@ type session struct {
 	closed     bool        // Close has run
 	idle       *time.Timer // pauses the sandbox after idle_pause
 	awakeSince time.Time   // when the sandbox was created or last resumed
+
+	// unsaved is why the last save failed; nil when the stored record is
+	// the conversation as it is.
+	unsaved error
 }
 
 // openSession starts a new conversation for the command origin (ask, chat
@@ -72,12 +77,14 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 		Network: cfg.Network, NetworkAllow: networkPolicy(cfg).Allow,
 	}, cfg.Sandbox)
 	if err := s.create(ctx); err != nil {
+		// No sandbox was made, so no code ran and nothing was uploaded:
+		// the record is only the one create may have written.
 		s.release()
 		_ = st.Remove(id)
 		return nil, err
 	}
-	if s.Runner, err = newRunner(ctx, s.Sandbox, cfg); err != nil {
-		s.Close(ctx)
+	if err := s.startRunner(ctx); err != nil {
+		s.Close(ctx) // discards the conversation only while it is empty
 		return nil, err
 	}
 	s.Agent = s.newAgent()
@@ -86,10 +93,11 @@ func openSession(ctx context.Context, f *Factory, cfg *config.Config, origin str
 }
 
 // resumeSession goes on with a stored conversation: ref is an id or a
-// unique prefix of one, or "" for the latest. The model and endpoint it used
-// are kept unless the environment or a flag names others. Its sandbox is
-// resumed, or, if it expired or vanished, replaced by a new one with the
-// original uploads; either way the model is told what it lost.
+// unique prefix of one, or "" for the latest. The model, endpoint and exec
+// mode it used are kept unless the environment or a flag names others (see
+// keepStored). Its sandbox is resumed, or, if it expired or vanished, replaced
+// by a new one with the original uploads; either way the model is told what
+// it lost. A resume that fails leaves the conversation as it was stored.
 func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref string) (*session, error) {
 	st, err := f.Store()
 	if err != nil {
@@ -124,7 +132,7 @@ func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref stri
 	s := &session{ID: id, Conv: conv, f: f, cfg: cfg, store: st, lock: lock, backend: backend}
 	if err := s.wake(ctx); err != nil {
 		if s.Sandbox != nil {
-			s.Close(ctx)
+			s.Close(ctx) // pauses it: Close discards only an empty conversation
 		} else {
 			s.release()
 		}
@@ -139,6 +147,8 @@ func resumeSession(ctx context.Context, f *Factory, cfg *config.Config, ref stri
 // and a chat whose sandbox was paused while the user was away.
 func (s *session) wake(ctx context.Context) error {
 	var note string
+	// Asked before anything is saved, which records the mode used from now.
+	lostVariables := s.ranInKernel()
 	resumed := false
 	if id := s.Conv.Sandbox.SessionID; id != "" && s.Conv.Sandbox.Backend == s.cfg.Sandbox {
 		sbx, err := s.backend.Resume(ctx, sandbox.SessionID(id))
@@ -157,15 +167,20 @@ func (s *session) wake(ctx context.Context) error {
 			return err
 		}
 		note = s.replacedNote()
-	} else if kernel.Mode(s.cfg.ExecMode) == kernel.ModeKernel && s.Conv.Turns > 0 {
-		// The local backend keeps files, not memory, across a pause.
+	} else if lostVariables {
+		// Every backend keeps files, not memory, across a pause, and the
+		// runner below starts afresh.
 		note = "The Python session was restarted since the last question: " +
 			"variables and imports from earlier steps are gone, files in /work were kept."
+		if kernel.Mode(s.cfg.ExecMode) == kernel.ModeScript {
+			note = "Code now runs as a new Python script each time: variables and imports " +
+				"from earlier steps are gone, files in /work were kept."
+		}
 	}
-	var err error
-	if s.Runner, err = newRunner(ctx, s.Sandbox, s.cfg); err != nil {
+	if err := s.startRunner(ctx); err != nil {
 		return err
 	}
+	var err error
 	if s.Agent == nil {
 		s.Agent = s.newAgent()
 		err = s.Agent.Restore(ctx, s.Conv.Messages, s.Conv.Usage, s.Conv.Steps)
@@ -180,7 +195,18 @@ func (s *session) wake(ctx context.Context) error {
 	}
 	s.paused = false
 	s.awakeSince = time.Now()
-	return s.save()
+	s.save()
+	return nil
+}
+
+// ranInKernel reports whether code may have left variables in a kernel of
+// this conversation: code ran (or began to) while it was in kernel mode. A
+// record written before CodeRan existed shows it by a tool result.
+func (s *session) ranInKernel() bool {
+	if kernel.Mode(s.Conv.Settings.ExecMode) == kernel.ModeScript {
+		return false
+	}
+	return s.Conv.CodeRan || slices.ContainsFunc(s.Conv.Messages, func(m llm.Message) bool { return m.Role == llm.RoleTool })
 }
 
 // suspend pauses the sandbox while the conversation stays open, as a chat
@@ -197,7 +223,8 @@ func (s *session) suspend(ctx context.Context) error {
 	}
 	s.Conv.Sandbox.SessionID = string(id)
 	s.paused = true
-	return s.save()
+	s.save()
+	return nil
 }
 
 // Ask runs one turn. A sandbox paused while the user was away is woken
@@ -259,20 +286,30 @@ func (s *session) idleTimeout() {
 	}
 }
 
-// keepStored applies a stored conversation's model and endpoint, unless the
-// user chose others for this command through the environment or a flag, and
-// its network policy, which its sandbox was made with and keeps: a different
-// one asked for now is refused with the warning returned.
+// keepStored applies a stored conversation's settings to cfg, one rule for
+// each: its model, endpoint and exec mode hold unless the user chose others
+// for this command through the environment or a flag (a config file or the
+// defaults, which may have changed since, never switch a conversation), and
+// the record then keeps the new choice; its network policy, which its
+// sandbox was made with, always holds: a different one asked for now is
+// refused with the warning returned.
 func keepStored(cfg *config.Config, stored store.Settings) (warning string) {
 	explicit := func(key string) bool {
 		k := cfg.Source(key).Kind
 		return k == config.KindEnv || k == config.KindFlag
 	}
-	if stored.Model != "" && !explicit("model") {
-		cfg.Model = stored.Model
-	}
-	if stored.BaseURL != "" && !explicit("base_url") {
-		cfg.BaseURL = stored.BaseURL
+	for _, kept := range []struct {
+		key    string
+		stored string
+		value  *string
+	}{
+		{"model", stored.Model, &cfg.Model},
+		{"base_url", stored.BaseURL, &cfg.BaseURL},
+		{"exec_mode", stored.ExecMode, &cfg.ExecMode},
+	} {
+		if kept.stored != "" && !explicit(kept.key) {
+			*kept.value = kept.stored
+		}
 	}
 	was := sandbox.Network{Mode: sandbox.NetworkMode(stored.Network), Allow: stored.NetworkAllow}
 	if was.Off() {
@@ -307,7 +344,35 @@ func (s *session) create(ctx context.Context) error {
 	}
 	s.Sandbox = sbx
 	s.Conv.Sandbox = store.SandboxRef{Backend: s.cfg.Sandbox, SessionID: string(sbx.ID())}
-	return s.save()
+	s.save()
+	return nil
+}
+
+// startRunner starts the runner for the conversation's sandbox, as exec_mode
+// says, wrapped so that the first run is recorded before it starts.
+func (s *session) startRunner(ctx context.Context) error {
+	r, err := newRunner(ctx, s.Sandbox, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.Runner = recordingRunner{Runner: r, s: s}
+	return nil
+}
+
+// recordingRunner saves, before the conversation's code first runs, that it
+// ran (store.Conversation.CodeRan): no step may be saved before terp dies,
+// yet from then on there are variables to lose and files to keep.
+type recordingRunner struct {
+	kernel.Runner
+	s *session
+}
+
+func (r recordingRunner) Run(ctx context.Context, code string, timeout time.Duration) (kernel.Result, error) {
+	if !r.s.Conv.CodeRan {
+		r.s.Conv.CodeRan = true
+		r.s.save()
+	}
+	return r.Runner.Run(ctx, code, timeout)
 }
 
 // newAgent makes the conversation's agent, which saves after every step.
@@ -322,22 +387,45 @@ func (s *session) newAgent() *agent.Agent {
 	}))
 }
 
-// checkpoint saves the conversation after a completed step.
+// checkpoint saves the conversation after a completed step. It never fails:
+// a save that fails is a warning (see save), for the turn is worth more than
+// its record, and the next checkpoint saves it all.
 func (s *session) checkpoint(c agent.Checkpoint) error {
 	s.Conv.Messages = c.Messages
 	s.Conv.Usage = c.Usage
 	s.Conv.Steps = c.Steps
-	s.Conv.Settings.Model = s.cfg.Model
 	if c.TurnDone {
 		s.Conv.Turns++
 	}
 	if s.Conv.Title == "" {
 		s.Conv.SetTitle(firstQuestion(c.Messages))
 	}
-	return s.save()
+	s.save()
+	return nil
 }
 
-func (s *session) save() error { return s.store.Save(s.Conv) }
+// save writes the whole record with the settings the conversation now runs
+// with. A save that fails (a full disk, a store made read-only) ends nothing
+// and damages nothing: store.Save replaces the old record atomically, so it
+// stays as it was; the conversation goes on in memory and the user is told
+// once; every later save (the next step, a pause, Close) writes everything
+// again, so the first that succeeds stores it all, the sandbox's pause id
+// included.
+func (s *session) save() {
+	s.Conv.Settings.Model = s.cfg.Model
+	s.Conv.Settings.BaseURL = s.cfg.BaseURL
+	s.Conv.Settings.ExecMode = s.cfg.ExecMode
+	err := s.store.Save(s.Conv)
+	switch {
+	case err != nil && s.unsaved == nil:
+		fmt.Fprintf(s.f.IO.ErrOut, "warning: %v; the conversation goes on and the record stored before is intact: "+
+			"free space in %s (or make it writable) and terp saves everything after the next step or on exit\n",
+			err, s.store.Dir())
+	case err == nil && s.unsaved != nil:
+		fmt.Fprintf(s.f.IO.ErrOut, "terp: conversation %s is saved again\n", s.ID)
+	}
+	s.unsaved = err
+}
 
 // firstQuestion is the user's first message without the notes terp put
 // before it.
@@ -398,8 +486,12 @@ func (s *session) Upload(ctx context.Context, path string) error {
 	name := filepath.Base(path)
 	kept := filepath.Join(s.store.InputsDir(s.ID), name)
 	n, err := copyFile(path, kept)
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) && pe.Path == path {
+		return usagef("cannot upload %s: %v", path, pe.Err)
+	}
 	if err != nil {
-		return usagef("cannot upload %s: %v", path, unwrapPath(err))
+		return fmt.Errorf("cannot upload %s: keeping a copy with the conversation failed (%w); free space in %s and upload it again",
+			path, err, s.store.Dir())
 	}
 	fh, err := os.Open(kept)
 	if err != nil {
@@ -411,7 +503,8 @@ func (s *session) Upload(ctx context.Context, path string) error {
 	}
 	abs, _ := filepath.Abs(path)
 	s.Conv.Inputs = appendStored(s.Conv.Inputs, store.File{Name: name, Path: abs, Bytes: n})
-	return s.save()
+	s.save()
+	return nil
 }
 
 // uploadInputs puts a conversation's kept uploads into a new sandbox.
@@ -430,7 +523,9 @@ func (s *session) uploadInputs(ctx context.Context) error {
 	return nil
 }
 
-// copyFile copies src to dst, creating dst's directory.
+// copyFile copies src to dst, creating dst's directory. The copy is written
+// beside dst and renamed over it, so a copy that fails (a full disk) leaves
+// an earlier upload of the same name whole.
 func copyFile(src, dst string) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
@@ -440,13 +535,20 @@ func copyFile(src, dst string) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return 0, err
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	out, err := os.CreateTemp(filepath.Dir(dst), ".upload-*")
 	if err != nil {
 		return 0, err
 	}
+	defer os.Remove(out.Name()) // fails harmlessly after the rename
 	n, err := io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(out.Name(), dst)
 	}
 	return n, err
 }
@@ -509,9 +611,7 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 		abs, _ := filepath.Abs(p)
 		s.Conv.Downloads = appendStored(s.Conv.Downloads, store.File{Name: fi.Path, Path: abs, Bytes: n})
 	}
-	if err := s.save(); err != nil {
-		errs = append(errs, err)
-	}
+	s.save()
 	if len(errs) > 0 {
 		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
 	}
@@ -548,9 +648,10 @@ func (s *session) Close(ctx context.Context) {
 	if s.Runner != nil {
 		_ = s.Runner.Close()
 	}
-	if s.Sandbox != nil && len(s.Conv.Messages) == 0 && len(s.Conv.Inputs) == 0 {
-		// Nothing was said or uploaded (a chat left at once, a question
-		// the server refused): nothing is worth keeping.
+	if s.Sandbox != nil && s.empty() {
+		// Nothing was said, run or uploaded (a chat left at once, a
+		// question the server refused, a kernel that would not start):
+		// nothing is worth keeping.
 		if err := s.Sandbox.Close(ctx); err != nil {
 			fmt.Fprintln(s.f.IO.ErrOut, "warning: removing the sandbox: "+err.Error())
 		}
@@ -565,11 +666,29 @@ func (s *session) Close(ctx context.Context) {
 		} else {
 			s.Conv.Sandbox.SessionID = string(id)
 		}
-		if err := s.save(); err != nil {
-			fmt.Fprintln(s.f.IO.ErrOut, "warning: "+err.Error())
-		}
+		s.save()
+	} else if s.unsaved != nil {
+		s.save()
+	}
+	if s.unsaved != nil {
+		fmt.Fprintf(s.f.IO.ErrOut, "warning: conversation %s could not be saved on exit (%v): what is stored of it is "+
+			"as of its last save that worked, and its sandbox is kept; free space in %s before going on with it (terp ask --resume %s)\n",
+			s.ID, s.unsaved, s.store.Dir(), s.ID)
 	}
 	s.release()
+}
+
+// empty reports whether the conversation holds nothing of the user's: no
+// message, no code that ran, no upload, not even one whose copy was kept
+// before the sandbox refused it. Only such a conversation is ever discarded
+// without the user asking; every error path keeps the others, paused, to be
+// resumed.
+func (s *session) empty() bool {
+	if len(s.Conv.Messages) > 0 || s.Conv.CodeRan || len(s.Conv.Inputs) > 0 {
+		return false
+	}
+	kept, err := os.ReadDir(s.store.InputsDir(s.ID))
+	return errors.Is(err, os.ErrNotExist) || (err == nil && len(kept) == 0)
 }
 
 // release lets another process open the conversation.

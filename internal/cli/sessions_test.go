@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -207,57 +208,75 @@ func TestDamagedAndBusyConversations(t *testing.T) {
 }
 
 // TestKilledMidStepThenResumed kills a real terp process with SIGKILL while
-// its second step runs. The first step was saved; the conversation resumes
-// with it and with its files.
+// the code of its first question runs: in the first step, when no step was
+// saved but code had set x, or in the second, when the first was saved. The
+// follow-up goes on with what was saved and the files, and the model is told
+// its variables are gone, so it does not count on x.
 func TestKilledMidStepThenResumed(t *testing.T) {
-	bin := terptest.Binary(t)
-	second := make(chan struct{})
-	s := llmtest.New(t,
-		llmtest.Fixed(llmtest.RunPython("open('/work/step1.txt', 'w').write('from step 1')\nprint('step 1 done')")),
-		func(llmtest.Request) llmtest.Reply {
-			close(second)
-			return llmtest.RunPython("import time\ntime.sleep(300)")
-		},
-		func(req llmtest.Request) llmtest.Reply {
-			var history []string
-			for _, m := range req.Messages {
-				history = append(history, m.Role)
+	const step1 = "x = 41\nopen('/work/step1.txt', 'w').write('from step 1')\nprint('step 1 done')"
+	const hang = "\nopen('/work/running.txt', 'w').write('yes')\nimport time\ntime.sleep(300)"
+	tests := []struct {
+		name   string
+		before []llmtest.Step // the steps of the first question, the last killed
+		// history is the roles the follow-up sends, up to its question.
+		history string
+	}{
+		{"in the first step", []llmtest.Step{llmtest.Fixed(llmtest.RunPython(step1 + hang))}, "system,user"},
+		{"in the second step", []llmtest.Step{llmtest.Fixed(llmtest.RunPython(step1)), llmtest.Fixed(llmtest.RunPython(hang))},
+			"system,user,assistant,tool,user"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := terptest.Binary(t)
+			s := llmtest.New(t, append(tt.before,
+				func(req llmtest.Request) llmtest.Reply {
+					var history []string
+					for _, m := range req.Messages {
+						history = append(history, m.Role)
+					}
+					if got := strings.Join(history, ","); got != tt.history {
+						t.Errorf("resumed history = %s; want %s: what was saved, without the killed step", got, tt.history)
+					}
+					if last := req.LastUser(); !strings.Contains(last, "variables and imports from earlier steps are gone, files in /work were kept") {
+						t.Errorf("the model was not told its variables are gone:\n%s", last)
+					}
+					return llmtest.RunPython("print(open('/work/step1.txt').read(), 'x' in globals())")
+				},
+				answerWithStdout)...)
+			env, dataDir := sharedEnv(t, s)
+			cmd := exec.Command(bin, "ask", "--json", "two steps")
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+			for k, v := range env {
+				cmd.Env = append(cmd.Env, k+"="+v)
 			}
-			// system, the question, step 1's call and result, the new question.
-			if got := strings.Join(history, ","); got != "system,user,assistant,tool,user" {
-				t.Errorf("resumed history = %s; want step 1 kept and the killed step gone", got)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-			return llmtest.RunPython("print(open('/work/step1.txt').read())")
-		},
-		answerWithStdout)
-	env, dataDir := sharedEnv(t, s)
-	cmd := exec.Command(bin, "ask", "--json", "two steps")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + terptest.TempDir(t)}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-second:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the second step never started; stderr:\n%s", stderr.String())
-	}
-	time.Sleep(300 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+			defer cmd.Process.Kill()
+			// The killed step's code is running once its file is there.
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if running, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*", "work", "running.txt")); len(running) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the killed step's code never ran; stderr:\n%s", stderr.String())
+				}
+			}
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
 
-	r := terp(t, env, "", "ask", "--json", "-o", terptest.TempDir(t), "--continue", "what did step 1 write?")
-	got := askJSONOf(t, r)
-	if r.code != 0 || got.Answer != "from step 1" {
-		t.Fatalf("resume after SIGKILL: exit %d, %+v\n%s", r.code, got, r.stderr)
+			r := terp(t, env, "", "ask", "--json", "-o", terptest.TempDir(t), "--continue", "what did step 1 write?")
+			got := askJSONOf(t, r)
+			if r.code != 0 || got.Answer != "from step 1 False" {
+				t.Fatalf("resume after SIGKILL: exit %d, %+v; want step 1's file kept and x gone\n%s", r.code, got, r.stderr)
+			}
+			wantPausedConversations(t, dataDir)
+		})
 	}
-	wantPausedConversations(t, dataDir)
 }
 
 // answerWithStdout answers with what the last step printed.
@@ -340,5 +359,53 @@ func TestChatPausesWhileTheUserIsAway(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errOut.String())
 			}
 		})
+	}
+}
+
+// TestContinueKeepsTheStoredSettings resumes a conversation started in script
+// mode with a model and endpoint given as flags: the follow-up, without them,
+// keeps all three (a variable set in one step is gone in the next, as in
+// script mode); one that sets the exec mode in the environment switches it
+// (the variable survives), and the record keeps the new mode.
+func TestContinueKeepsTheStoredSettings(t *testing.T) {
+	// Each follow-up sets y in one step and looks for it in the next.
+	setAndLook := func(wantTool string) []llmtest.Step {
+		return []llmtest.Step{
+			func(req llmtest.Request) llmtest.Reply {
+				if req.Model != "first-model" {
+					t.Errorf("the follow-up asked model %q, want the stored first-model", req.Model)
+				}
+				if desc := req.Tools[0].Function.Description; !strings.HasPrefix(desc, wantTool) {
+					t.Errorf("the model was told the tool is:\n%s\nwant it to start %q", desc, wantTool)
+				}
+				return llmtest.RunPython("y = 2")
+			},
+			llmtest.Fixed(llmtest.RunPython("print('y' in globals())")),
+			answerWithStdout,
+		}
+	}
+	const script, persistent = "Run a Python 3 script", "Run Python 3 code in a persistent session"
+	steps := []llmtest.Step{llmtest.Fixed(llmtest.Answer("started"))}
+	steps = append(steps, setAndLook(script)...)
+	steps = append(steps, setAndLook(persistent)...)
+	s := llmtest.New(t, steps...)
+	env, dataDir := sharedEnv(t, nil) // neither model nor endpoint from the environment
+	first := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script",
+		"--model", "first-model", "--base-url", s.BaseURL(), "start"))
+
+	if got := askJSONOf(t, terp(t, env, "", "ask", "--json", "-c", "is y kept?")); got.Answer != "False" {
+		t.Errorf("follow-up without flags answered %q (%s), want False: the conversation is in script mode", got.Answer, got.Error)
+	}
+	env["TERP_EXEC_MODE"] = "kernel"
+	if got := askJSONOf(t, terp(t, env, "", "ask", "--json", "-c", "is y kept now?")); got.Answer != "True" {
+		t.Errorf("follow-up with TERP_EXEC_MODE=kernel answered %q (%s), want True", got.Answer, got.Error)
+	}
+	st, _ := store.Open(dataDir)
+	c, err := st.Load(first.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.Settings{Model: "first-model", BaseURL: s.BaseURL(), ExecMode: "kernel", MaxSteps: 8, Network: "none"}); !reflect.DeepEqual(c.Settings, want) {
+		t.Errorf("stored settings = %+v, want %+v", c.Settings, want)
 	}
 }

@@ -55,6 +55,12 @@ type Conversation struct {
 	Usage     llm.Usage     `json:"usage"`
 	Steps     int           `json:"steps"`
 	Turns     int           `json:"turns"`
+	// CodeRan is set, and saved, just before the conversation's code first
+	// runs. A terp killed in that step saves no messages, yet the code may
+	// have set variables a later kernel no longer has and left files in
+	// /work: the follow-up must be told the first, and the conversation is
+	// never discarded as empty because of the second.
+	CodeRan bool `json:"code_ran,omitempty"`
 }
 
 // Settings are the settings a follow-up keeps unless told otherwise.

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 func newStore(t *testing.T) *Store {
@@ -179,5 +181,67 @@ func TestListOrderAndRemove(t *testing.T) {
 	}
 	if err := s.Remove("../../etc"); err == nil {
 		t.Error("Remove accepted a path")
+	}
+}
+
+// A save on a full disk fails and leaves the record saved before whole, with
+// no half-written file taking what space is left; once there is room again,
+// the next save lands.
+func TestSaveOnAFullDiskKeepsTheRecordBefore(t *testing.T) {
+	s, err := Open(terptest.SmallDisk(t, 256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(NewID(), "ask", "q", Settings{Model: "m"}, "local")
+	c.Messages = []llm.Message{{Role: llm.RoleUser, Content: "q"}}
+	if err := s.Save(c); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(s.Dir(), "filler")
+	fill(t, filler)
+
+	c.Messages = append(c.Messages, llm.Message{Role: llm.RoleAssistant, Content: strings.Repeat("a long answer ", 1000)})
+	err = s.Save(c)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), c.ID) {
+		t.Fatalf("save on a full disk = %v, want ENOSPC naming the conversation", err)
+	}
+	got, err := s.Load(c.ID)
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("after the failed save: %v, %+v; want the record before, with its one message", err, got)
+	}
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), c.ID))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("the failed save left %s behind", e.Name())
+		}
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(c); err != nil {
+		t.Fatalf("save once there is room: %v", err)
+	}
+	if got, err := s.Load(c.ID); err != nil || len(got.Messages) != 2 {
+		t.Errorf("after the save with room: %v, %d messages; want 2", err, len(got.Messages))
+	}
+}
+
+// fill writes path until the disk it is on is full.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 4096)
+	for {
+		if _, err := f.Write(block); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
 	}
 }

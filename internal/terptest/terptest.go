@@ -1,7 +1,7 @@
 // Package terptest holds what several packages' tests take from the real
-// machine: terp's binary, built once per test process, and the Docker image
-// the Docker tests run. It imports none of terp's packages, so any of their
-// tests can use it.
+// machine: terp's binary, built once per test process, the Docker image the
+// Docker tests run, and a disk small enough to fill. It imports none of
+// terp's packages, so any of their tests can use it.
 package terptest
 
 import (
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 )
 
 var build struct {
@@ -113,5 +114,31 @@ func TempDir(t testing.TB) string {
 			t.Fatal(err)
 		}
 	}
+	return dir
+}
+
+// SmallDisk mounts a tmpfs of size bytes on a new temporary directory and
+// returns the directory, for tests of what terp does when its disk fills up:
+// a file system that small fills in a moment, and frees at once. Mounting
+// needs root; without it the test is skipped, loudly. The file system is
+// unmounted when the test ends.
+func SmallDisk(t testing.TB, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		msg := "FULL-DISK TEST SKIPPED: it needs root to mount a tmpfs"
+		fmt.Fprintln(os.Stderr, "\n*** "+msg+" ***")
+		t.Skip(msg)
+	}
+	dir := TempDir(t)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0711", size)); err != nil {
+		t.Fatalf("mount a tmpfs of %d bytes on %s: %v", size, dir, err)
+	}
+	// Registered after TempDir's own cleanup, so it runs first: the mount
+	// goes before the directory does.
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
 	return dir
 }
