@@ -39,7 +39,7 @@ type askOptions struct {
 var runFlags = []string{
 	"out", "base-url", "model", "sandbox", "exec-mode", "prewarm", "max-steps", "timeout", "sandbox-timeout",
 	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
-	"file-size-limit", "max-download-size",
+	"file-size-limit", "max-download-size", "max-download-total",
 	"provider", "tool-dialect", "context-window", "max-tokens", "max-time",
 	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow",
 }

@@ -1,0 +1,111 @@
+package adversarial
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/terpdev/terp/internal/llm/llmtest"
+)
+
+// These cases run `terp ask -o DIR` end to end on the real local sandbox and
+// look at what lands in DIR: files the code can make cheaply in the sandbox
+// must not cost the user's disk more than their data, and no file the code
+// saved may go missing without a word.
+
+// diskUsage is what the files under dir take on the host's disk, in bytes,
+// and how many there are.
+func diskUsage(t *testing.T, dir string) (used int64, files int) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return err
+		}
+		used += st.Blocks * 512
+		files++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return used, files
+}
+
+// TestAskSparseDownloads saves 20 files of 90 MiB that are holes but for
+// their last byte, as the report that filled an -o directory did: each
+// must arrive whole, with its holes kept.
+func TestAskSparseDownloads(t *testing.T) {
+	t.Parallel()
+	code := `for i in range(20):
+    with open(f"/work/sparse{i:02d}.bin", "wb") as f:
+        f.seek(90 << 20); f.write(b"x")
+print("alive")
+`
+	srv := model(t, llmtest.Fixed(llmtest.RunPython(code)), answerIfAlive(t))
+	out := t.TempDir()
+	r := ask(t, srv, nil, "--exec-mode", "script", "-o", out, "make sparse files")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	used, files := diskUsage(t, out)
+	if files != 20 || used > 4<<20 {
+		t.Errorf("-o holds %d files taking %d bytes of disk; want 20 files taking a few KiB (1.8 GB of holes)", files, used)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "sparse07.bin"))
+	if err != nil || len(b) != 90<<20+1 || b[90<<20] != 'x' || b[1<<20] != 0 {
+		t.Errorf("sparse07.bin: %d bytes, %v; want 90 MiB of zeros and an x", len(b), err)
+	}
+}
+
+// TestAskDownloadTotal saves more dense data than max_download_total allows:
+// the files that fit arrive, and the warning names the one that did not and
+// says how to get it.
+func TestAskDownloadTotal(t *testing.T) {
+	t.Parallel()
+	code := `import os
+for name in ["a.bin", "b.bin", "c.bin"]:
+    open("/work/" + name, "wb").write(os.urandom(1 << 20))
+print("alive")
+`
+	srv := model(t, llmtest.Fixed(llmtest.RunPython(code)), answerIfAlive(t))
+	out := t.TempDir()
+	r := ask(t, srv, map[string]string{"TERP_MAX_DOWNLOAD_TOTAL": "2.5MiB"}, "--exec-mode", "script", "-o", out, "save data")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	used, files := diskUsage(t, out)
+	if files != 2 || used > 5<<19 {
+		t.Errorf("-o holds %d files taking %d bytes; want the 2 that fit in 2.5 MiB", files, used)
+	}
+	if _, err := os.Stat(filepath.Join(out, "c.bin")); err == nil {
+		t.Error("c.bin was downloaded past max_download_total")
+	}
+	for _, want := range []string{"/work/c.bin", "max_download_total", "--max-download-total", "/download"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the warning does not say %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+// TestAskLongestFileName saves a file whose name is as long as a name can be
+// (255 bytes): it must be downloaded like any other.
+func TestAskLongestFileName(t *testing.T) {
+	t.Parallel()
+	name := strings.Repeat("r", 251) + ".csv"
+	code := "open('/work/" + name + "', 'w').write('a,b\\n')\nprint('alive')\n"
+	srv := model(t, llmtest.Fixed(llmtest.RunPython(code)), answerIfAlive(t))
+	out := t.TempDir()
+	r := ask(t, srv, nil, "--exec-mode", "script", "-o", out, "save it")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(b) != "a,b\n" {
+		t.Errorf("the 255-byte name was not downloaded: %q, %v\n%s", b, err, r.stderr)
+	}
+}
