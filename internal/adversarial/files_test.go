@@ -109,3 +109,38 @@ func TestAskLongestFileName(t *testing.T) {
 		t.Errorf("the 255-byte name was not downloaded: %q, %v\n%s", b, err, r.stderr)
 	}
 }
+
+// TestAskManyFiles saves 20,000 files and, in the same step, the one the
+// user asked for: it must be named to the model and downloaded, every other
+// file must be downloaded too, and what the model and the user read of the
+// list stays short and says how many there were.
+func TestAskManyFiles(t *testing.T) {
+	t.Parallel()
+	code := `for i in range(20000):
+    open(f"/work/part{i:05d}.txt", "w").write("x")
+open("/work/result.csv", "w").write("a,b\n1,2\n")
+print("alive")
+`
+	told := func(req llmtest.Request) {
+		_, err := req.ToolResult()
+		if raw := req.LastTool(); err != nil || len(raw) > 6000 || !strings.Contains(raw, "result.csv") || !strings.Contains(raw, "20,001 files") {
+			t.Errorf("the model read %d characters (%v), want a short list naming result.csv and the count: %.300s", len(raw), err, raw)
+		}
+	}
+	srv := model(t, llmtest.Fixed(llmtest.RunPython(code)), thenRun(told, aliveCode), answerIfAlive(t))
+	out := t.TempDir()
+	r := ask(t, srv, nil, "-o", out, "split the data")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%.2000s", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "result.csv")); err != nil || string(b) != "a,b\n1,2\n" {
+		t.Errorf("result.csv was not downloaded: %q, %v", b, err)
+	}
+	if _, files := diskUsage(t, out); files != 20001 {
+		t.Errorf("-o holds %d files, want all 20,001", files)
+	}
+	if n := strings.Count(r.stderr, "saved /work/"); n > 100 || !strings.Contains(r.stderr, "20,001 files") {
+		t.Errorf("the progress shows %d saved files and the count %v; want a short list and the count:\n%.1500s",
+			n, strings.Contains(r.stderr, "20,001 files"), r.stderr)
+	}
+}
