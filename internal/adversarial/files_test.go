@@ -37,11 +37,32 @@ func diskUsage(t *testing.T, dir string) (used int64, files int) {
 	return used, files
 }
 
+// onBackends runs an `ask` case on the local backend, where downloads read
+// host files, and on cpuos, where they read an HTTP stream and List goes
+// through the server; env is what selects the backend.
+func onBackends(t *testing.T, run func(t *testing.T, env map[string]string)) {
+	for _, kind := range []backend{onLocal, onCPUOS} {
+		t.Run(kind.String(), func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			if kind == onCPUOS {
+				cpuosTarget(t)
+				env = map[string]string{"TERP_SANDBOX": "cpuos", "TERP_CPUOS_URL": cpuosServer.hs.URL, "CPUOS_API_KEY": cpuosToken}
+			}
+			run(t, env)
+		})
+	}
+}
+
 // TestAskSparseDownloads saves 20 files of 90 MiB that are holes but for
 // their last byte, as the report that filled an -o directory did: each
 // must arrive whole, with its holes kept.
 func TestAskSparseDownloads(t *testing.T) {
 	t.Parallel()
+	onBackends(t, askSparseDownloads)
+}
+
+func askSparseDownloads(t *testing.T, env map[string]string) {
 	code := `for i in range(20):
     with open(f"/work/sparse{i:02d}.bin", "wb") as f:
         f.seek(90 << 20); f.write(b"x")
@@ -49,7 +70,7 @@ print("alive")
 `
 	srv := model(t, llmtest.Fixed(llmtest.RunPython(code)), answerIfAlive(t))
 	out := t.TempDir()
-	r := ask(t, srv, nil, "--exec-mode", "script", "-o", out, "make sparse files")
+	r := ask(t, srv, env, "--exec-mode", "script", "-o", out, "make sparse files")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -116,6 +137,10 @@ func TestAskLongestFileName(t *testing.T) {
 // list stays short and says how many there were.
 func TestAskManyFiles(t *testing.T) {
 	t.Parallel()
+	onBackends(t, askManyFiles)
+}
+
+func askManyFiles(t *testing.T, env map[string]string) {
 	code := `for i in range(20000):
     open(f"/work/part{i:05d}.txt", "w").write("x")
 open("/work/result.csv", "w").write("a,b\n1,2\n")
@@ -129,7 +154,7 @@ print("alive")
 	}
 	srv := model(t, llmtest.Fixed(llmtest.RunPython(code)), thenRun(told, aliveCode), answerIfAlive(t))
 	out := t.TempDir()
-	r := ask(t, srv, nil, "-o", out, "split the data")
+	r := ask(t, srv, env, "--exec-mode", "script", "-o", out, "split the data")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%.2000s", r.code, r.stderr)
 	}

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -98,7 +100,12 @@ func (d *Downloads) Get(ctx context.Context, sbx sandbox.Sandbox, rel string) (s
 	if d.maxTotal > 0 {
 		budget = max(d.maxTotal-d.used, 0)
 	}
-	n, used, err := copySparse(dst, ctxReader{ctx, src}, d.maxFile, budget)
+	var n, used int64
+	if f, ok := src.(*os.File); ok {
+		n, used, err = copyHoles(ctx, dst, f, d.maxFile, budget)
+	} else {
+		n, used, err = copySparse(dst, ctxReader{ctx, src}, d.maxFile, budget)
+	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
@@ -206,17 +213,74 @@ var zeroBlock [blockSize]byte
 // disk (budget < 0: no budget). It returns the bytes copied and the disk they
 // take, counted in whole blocks.
 func copySparse(dst sparseFile, src io.Reader, limit, budget int64) (n, used int64, err error) {
+	n, used, err = copyAt(dst, src, 0, limit, budget)
+	if err == nil {
+		err = dst.Truncate(n)
+	}
+	return n, used, err
+}
+
+// copyHoles is copySparse for a host file (the local backend's ReadFile):
+// it asks the file system where the data is (SEEK_DATA, SEEK_HOLE) and
+// reads only that, so a hole of 90 MiB costs nothing to copy. A file
+// system that cannot say reports the whole file as data.
+func copyHoles(ctx context.Context, dst sparseFile, src *os.File, limit, budget int64) (n, used int64, err error) {
+	fi, err := src.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	size := fi.Size()
+	if size > limit {
+		return 0, 0, ErrTooLarge
+	}
+	for pos := int64(0); pos < size; {
+		data, err := src.Seek(pos, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // only a hole is left
+		}
+		if err != nil {
+			return 0, used, err
+		}
+		hole, err := src.Seek(data, unix.SEEK_HOLE)
+		if err != nil {
+			return 0, used, err
+		}
+		hole = min(hole, size)
+		if data >= hole {
+			break
+		}
+		if _, err := src.Seek(data, io.SeekStart); err != nil {
+			return 0, used, err
+		}
+		left := int64(-1)
+		if budget >= 0 {
+			left = budget - used
+		}
+		_, u, err := copyAt(dst, ctxReader{ctx, io.LimitReader(src, hole-data)}, data, hole, left)
+		used += u
+		if err != nil {
+			return 0, used, err
+		}
+		pos = hole
+	}
+	return size, used, dst.Truncate(size)
+}
+
+// copyAt is the loop of copySparse: it copies src to dst from offset off,
+// and fails once off plus the bytes read passes limit. It returns the bytes
+// read and the disk the blocks written take.
+func copyAt(dst sparseFile, src io.Reader, off, limit, budget int64) (n, used int64, err error) {
 	buf := make([]byte, copyChunk)
 	for {
 		k, rerr := io.ReadFull(src, buf)
-		if n+int64(k) > limit {
+		if off+n+int64(k) > limit {
 			return n, used, ErrTooLarge
 		}
 		chunk := buf[:k]
-		for off := 0; off < len(chunk); {
-			// Find the next run of blocks that are not all zeros, and
-			// write it in one call.
-			start := off
+		for i := 0; i < len(chunk); {
+			// Skip the blocks of zeros, then write the run of blocks
+			// that follows in one call.
+			start := i
 			for start < len(chunk) && isZero(chunk[start:min(start+blockSize, len(chunk))]) {
 				start += blockSize
 			}
@@ -230,17 +294,17 @@ func copySparse(dst sparseFile, src io.Reader, limit, budget int64) (n, used int
 				if budget >= 0 && used+blocks > budget {
 					return n, used, ErrOverTotal
 				}
-				if _, err := dst.WriteAt(chunk[start:end], n+int64(start)); err != nil {
+				if _, err := dst.WriteAt(chunk[start:end], off+n+int64(start)); err != nil {
 					return n, used, err
 				}
 				used += blocks
 			}
-			off = end
+			i = end
 		}
 		n += int64(k)
 		switch {
 		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
-			return n, used, dst.Truncate(n)
+			return n, used, nil
 		case rerr != nil:
 			return n, used, rerr
 		}
