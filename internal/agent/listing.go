@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -44,20 +45,53 @@ const (
 	maxWalkOutput = 512 << 20
 )
 
-// list returns every regular file under /work.
+// list returns every regular file under /work. A /work that was large at
+// the last look is walked at once, without asking List first. When the walk
+// fails, List's files are used and a.listProblem says so, for the user and
+// the model: files may then be missed, but not silently.
 func (a *Agent) list(ctx context.Context) ([]sandbox.FileInfo, error) {
-	files, err := a.sbx.List(ctx, sandbox.WorkDir)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
-	}
-	if len(files) < walkAbove {
-		return files, nil
+	var files []sandbox.FileInfo
+	if !a.large {
+		var err error
+		files, err = a.sbx.List(ctx, sandbox.WorkDir)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
+		}
+		if len(files) < walkAbove {
+			return files, nil
+		}
 	}
 	all, err := walk(ctx, a.sbx)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %d files or more, and walking them in the sandbox failed: %w", sandbox.WorkDir, len(files), err)
+	switch {
+	case err == nil:
+		a.large = len(all) >= walkAbove
+		return all, nil
+	case ctx.Err() != nil:
+		return nil, err
 	}
-	return all, nil
+	a.large = false
+	if files == nil {
+		if files, err = a.sbx.List(ctx, sandbox.WorkDir); err != nil {
+			return nil, fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
+		}
+	}
+	a.listProblem = fmt.Sprintf("terp could not list all of %s (%s files or more; walking them in the sandbox failed: %v): "+
+		"files saved in this step may be missing from the list and the downloads. Remove files the code no longer needs.",
+		sandbox.WorkDir, commas(len(files)), err)
+	return files, nil
+}
+
+// ListAll returns every regular file under /work of sbx, as the agent sees
+// it: Sandbox.List when that is small, else a walk in the sandbox, which
+// has no cap. Front-ends that list /work for the user use it, so that they
+// do not stop at a backend's cap either.
+func ListAll(ctx context.Context, sbx sandbox.Sandbox) ([]sandbox.FileInfo, error) {
+	a := &Agent{sbx: sbx}
+	files, err := a.list(ctx)
+	if err == nil && a.listProblem != "" {
+		err = errors.New(a.listProblem)
+	}
+	return files, err
 }
 
 // walk lists /work with walk.py, run in the sandbox.

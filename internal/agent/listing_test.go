@@ -5,8 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/kernel"
+	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -69,3 +72,38 @@ func TestManyFilesSavedInOneStep(t *testing.T) {
 }
 
 type sandboxFile = sandbox.FileInfo
+
+// noWalk is a real sandbox in which terp's own walk of /work fails, as it
+// would in an image without python3 on the PATH of a plain exec.
+type noWalk struct{ sandbox.Sandbox }
+
+func (s noWalk) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if len(cmd) > 4 && strings.HasPrefix(cmd[4], "# walk.py") {
+		return sandbox.ExecResult{ExitCode: 127, Stderr: "python3: not found"}, nil
+	}
+	return s.Sandbox.Exec(ctx, cmd, opt)
+}
+
+// When /work is too large to trust List and the walk fails, the turn goes on
+// with what List gave, and the user and the model are told that files may
+// be missing.
+func TestAFailedWalkIsNotSilent(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("for i in range(1500):\n    open(f'/work/p{i:04d}.txt', 'w').write('x')\n")),
+		func(req llmtest.Request) llmtest.Reply {
+			if raw := req.LastTool(); !strings.Contains(raw, "could not list all of /work") {
+				t.Errorf("the model was not told the listing may be incomplete: %.300s", raw)
+			}
+			return llmtest.Answer("done")
+		})
+	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
+	sbx := noWalk{newSandbox(t)}
+	a := agent.New(model, sbx, kernel.NewScript(sbx, 4000, 2000), agent.Config{Model: "m", Timeout: time.Minute})
+	res, err := a.Ask(context.Background(), "go", nil)
+	if err != nil || res.Answer != "done" {
+		t.Fatalf("Ask = %q, %v", res.Answer, err)
+	}
+	if len(res.Files) != 1500 || len(res.Notices) == 0 || !strings.Contains(strings.Join(res.Notices, "\n"), "python3: not found") {
+		t.Errorf("files %d, notices %q; want the 1,500 files List gave and a notice of the failed walk", len(res.Files), res.Notices)
+	}
+}

@@ -160,6 +160,11 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 			send(FileSaved{Path: f.Path, Bytes: f.Size})
 		}
 	}
+	if a.listProblem != "" {
+		res.FilesNote = strings.TrimSpace(res.FilesNote + " " + a.listProblem)
+		a.notice(send, a.listProblem)
+		a.listProblem = ""
+	}
 	if more := len(saved) - len(res.Files); more > 0 {
 		a.notice(send, fmt.Sprintf("The code saved %s files in /work in this step; only %s of them are listed.",
 			commas(len(saved)), commas(len(res.Files))))
