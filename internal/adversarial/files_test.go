@@ -164,6 +164,9 @@ print("alive")
 	if _, files := diskUsage(t, out); files != 20001 {
 		t.Errorf("-o holds %d files, want all 20,001", files)
 	}
+	if n := strings.Count(r.stdout, "\n  "); n > 60 || !strings.Contains(r.stdout, "and 19951 more") {
+		t.Errorf("the answer lists %d downloaded files; want 50 and the count of the others:\n%.1500s", n, r.stdout)
+	}
 	if n := strings.Count(r.stderr, "saved /work/"); n > 100 || !strings.Contains(r.stderr, "20,001 files") {
 		t.Errorf("the progress shows %d saved files and the count %v; want a short list and the count:\n%.1500s",
 			n, strings.Contains(r.stderr, "20,001 files"), r.stderr)

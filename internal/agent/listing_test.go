@@ -107,3 +107,27 @@ func TestAFailedWalkIsNotSilent(t *testing.T) {
 		t.Errorf("files %d, notices %q; want the 1,500 files List gave and a notice of the failed walk", len(res.Files), res.Notices)
 	}
 }
+
+// A conversation that starts with a large /work (uploads, a resumed
+// sandbox) tells the model of a few files and the count, not of every name.
+func TestSystemPromptListsAFewFiles(t *testing.T) {
+	s := llmtest.New(t, func(req llmtest.Request) llmtest.Reply {
+		sys := req.Messages[0].Content
+		if len(sys) > 5000 || !strings.Contains(sys, "/work/data.csv") || !strings.Contains(sys, "1,501 in all") {
+			t.Errorf("system prompt of %d characters: %.400s...; want a short list naming data.csv, and the count", len(sys), sys)
+		}
+		return llmtest.Answer("done")
+	})
+	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
+	sbx := newSandbox(t)
+	res, err := sbx.Exec(t.Context(), []string{"python3", "-c",
+		"for i in range(1500): open(f'/work/chunk{i:04d}.txt', 'w').write('x')\nopen('/work/data.csv', 'w').write('a\\n')"},
+		sandbox.ExecOptions{Timeout: time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("make files: %v %+v", err, res)
+	}
+	a := agent.New(model, sbx, kernel.NewScript(sbx, 4000, 2000), agent.Config{Model: "m", Timeout: time.Minute})
+	if _, err := a.Ask(context.Background(), "what is there?", nil); err != nil {
+		t.Fatal(err)
+	}
+}

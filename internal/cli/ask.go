@@ -271,6 +271,10 @@ func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runE
 	return outcome(res, runErr)
 }
 
+// maxFilesShown bounds the list of downloaded files after the answer: a
+// step may save tens of thousands.
+const maxFilesShown = 50
+
 func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr error) error {
 	w := streams.Out
 	if !streams.StderrTTY {
@@ -287,8 +291,11 @@ func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr 
 	}
 	if len(files) > 0 {
 		fmt.Fprintln(w, "\nFiles:")
-		for _, fl := range files {
+		for _, fl := range files[:min(len(files), maxFilesShown)] {
 			fmt.Fprintf(w, "  %s (%s)\n", sanitize.Terminal(fl.Path), tui.SizeText(fl.Bytes))
+		}
+		if more := len(files) - maxFilesShown; more > 0 {
+			fmt.Fprintf(w, "  and %d more in the same directory (--json lists them all)\n", more)
 		}
 	}
 	return outcome(res, runErr)
