@@ -52,9 +52,6 @@ func NewDownloads(dir string, maxFile, maxTotal int64) *Downloads {
 	return &Downloads{dir: dir, maxFile: maxFile, maxTotal: maxTotal}
 }
 
-// Used is how many bytes of disk the downloads so far take.
-func (d *Downloads) Used() int64 { return d.used }
-
 // Get copies the sandbox file rel (relative to /work) to the same relative
 // path under the directory and returns the host path and the file's length.
 //
@@ -109,21 +106,23 @@ func (d *Downloads) Get(ctx context.Context, sbx sandbox.Sandbox, rel string) (s
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = root.Rename(tmp, local)
+	}
 	switch {
+	case err == nil:
+		d.used += used
+		return filepath.Join(d.dir, local), n, nil
 	case errors.Is(err, ErrTooLarge):
 		err = fmt.Errorf("%s: %w (%d bytes)", rel, ErrTooLarge, d.maxFile)
 	case errors.Is(err, ErrOverTotal):
 		d.skipped = append(d.skipped, rel)
 		err = fmt.Errorf("%s: %w (%s)", rel, ErrOverTotal, sizeText(d.maxTotal))
-	case err == nil:
-		err = root.Rename(tmp, local)
+	default:
+		err = fmt.Errorf("download %s: %w", rel, err)
 	}
-	if err != nil {
-		_ = root.Remove(tmp)
-		return "", 0, err
-	}
-	d.used += used
-	return filepath.Join(d.dir, local), n, nil
+	_ = root.Remove(tmp)
+	return "", 0, err
 }
 
 // maxNamed is how many skipped files Warning names; it says how many more
