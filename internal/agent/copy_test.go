@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -104,5 +106,27 @@ func TestCopiersKeepTheCaps(t *testing.T) {
 				t.Errorf("%s (stream %v): %v, %d bytes counted; want %v, one block", c.name, stream, err, used, c.want)
 			}
 		}
+	}
+}
+
+// The warning about files past the total names them, a bounded number of
+// them, and says how to get them.
+func TestDownloadsWarningNamesTheSkipped(t *testing.T) {
+	d := NewDownloads(t.TempDir(), 1<<20, 1<<30)
+	if w := d.Warning("abc"); w != "" {
+		t.Errorf("warning with nothing skipped: %q", w)
+	}
+	for i := range 25 {
+		d.skipped = append(d.skipped, fmt.Sprintf("out/part%02d.bin", i))
+	}
+	w := d.Warning("abc")
+	for _, want := range []string{"25 files", "/work/out/part00.bin", "/work/out/part19.bin", "and 5 more", "1GiB",
+		"--max-download-total", "TERP_MAX_DOWNLOAD_TOTAL", "terp chat --resume abc", "/download"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warning does not say %q: %s", want, w)
+		}
+	}
+	if strings.Contains(w, "part20") {
+		t.Errorf("warning names more than 20 files: %s", w)
 	}
 }

@@ -144,14 +144,14 @@ func (d *Downloads) Warning(id string) string {
 	if more := len(d.skipped) - len(names); more > 0 {
 		list += fmt.Sprintf(" and %s more", commas(more))
 	}
-	what := "1 file"
+	what, it, them := list, "It is", "it"
 	if len(d.skipped) > 1 {
-		what = commas(len(d.skipped)) + " files"
+		what, it, them = commas(len(d.skipped))+" files ("+list+")", "They are", "them"
 	}
-	return fmt.Sprintf("skipped %s: this turn's downloads reached max_download_total (%s): %s. "+
-		"They are still in the sandbox: raise the total (--max-download-total or TERP_MAX_DOWNLOAD_TOTAL) "+
-		"for the next turn, or fetch one with `terp chat --resume %s` and /download NAME.",
-		what, sizeText(d.maxTotal), list, id)
+	return fmt.Sprintf("skipped %s: this turn's downloads would have gone over max_download_total (%s). "+
+		"%s still in the sandbox: raise max_download_total (--max-download-total or TERP_MAX_DOWNLOAD_TOTAL) "+
+		"for the next turn, or fetch %s with `terp chat --resume %s` and /download NAME.",
+		what, sizeText(d.maxTotal), it, them, id)
 }
 
 // createTemp creates a new file with a short random name in dir under
