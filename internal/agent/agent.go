@@ -105,6 +105,11 @@ type Agent struct {
 	// stamps records size and modification time of every file in /work as
 	// of the last look, to tell which files a run created or changed.
 	stamps map[string]stamp
+	// large is set when /work was too large at the last look to trust
+	// Sandbox.List; listProblem says why a look may have missed files
+	// (see list), until the user and the model are told.
+	large       bool
+	listProblem string
 	// uploaded lists files uploaded since the model was last told of them,
 	// and notes what else it must hear with the next question.
 	uploaded []string
@@ -128,7 +133,7 @@ type Agent struct {
 
 type stamp struct {
 	size    int64
-	modTime time.Time
+	modTime int64 // nanoseconds: List and walk.py make the same number, not always the same time.Time
 }
 
 // New returns an agent for a new conversation in sbx, whose code runs
@@ -227,9 +232,9 @@ func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Res
 
 func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Result, error) {
 	var res Result
-	files, err := a.sbx.List(ctx, sandbox.WorkDir)
+	files, err := a.list(ctx)
 	if err != nil {
-		return res, fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
+		return res, err
 	}
 	if len(a.history) == 0 {
 		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(Visible(files))})
@@ -248,6 +253,8 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		}
 	}
 	nudged := false
+	// where indexes res.Files by path: a step may save tens of thousands.
+	where := map[string]int{}
 	for step := 1; step <= a.cfg.MaxSteps; step++ {
 		if reason := b.exceeded(); reason != "" {
 			return a.stopOverBudget(res, reason, b, send)
@@ -299,7 +306,7 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 				return res, err
 			}
 			for _, f := range out.saved {
-				res.Files = appendFile(res.Files, f)
+				res.Files = appendFile(res.Files, where, f)
 			}
 			a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: out.content})
 		}
@@ -340,27 +347,29 @@ func (a *Agent) withUploads(question string) string {
 }
 
 // appendFile adds f to files, replacing an earlier entry for the same path so
-// that a file saved twice is listed once with its final size.
-func appendFile(files []sandbox.FileInfo, f sandbox.FileInfo) []sandbox.FileInfo {
-	for i := range files {
-		if files[i].Path == f.Path {
-			files[i] = f
-			return files
-		}
+// that a file saved twice is listed once with its final size. where maps
+// the paths in files to their index.
+func appendFile(files []sandbox.FileInfo, where map[string]int, f sandbox.FileInfo) []sandbox.FileInfo {
+	if i, ok := where[f.Path]; ok {
+		files[i] = f
+		return files
 	}
+	where[f.Path] = len(files)
 	return append(files, f)
 }
 
 // snapshot records the current state of /work. When saved is not nil, files
-// that are new or changed since the last snapshot are appended to it.
+// that are new or changed since the last snapshot are appended to it. The
+// listing is complete however many files there are (see list), or a file
+// saved beside many others would never be reported nor downloaded.
 func (a *Agent) snapshot(ctx context.Context, saved *[]sandbox.FileInfo) error {
-	files, err := a.sbx.List(ctx, sandbox.WorkDir)
+	files, err := a.list(ctx)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", sandbox.WorkDir, err)
+		return err
 	}
 	seen := make(map[string]stamp, len(files))
 	for _, f := range Visible(files) {
-		st := stamp{size: f.Size, modTime: f.ModTime}
+		st := stamp{size: f.Size, modTime: f.ModTime.UnixNano()}
 		seen[f.Path] = st
 		if old, ok := a.stamps[f.Path]; saved != nil && (!ok || old != st) {
 			*saved = append(*saved, f)

@@ -28,8 +28,10 @@ import (
 // without an error, gives itself away by counting far fewer prompt tokens
 // than were sent.
 //
-// When a request would not fit, old tool outputs are shortened first,
-// oldest first, in their middle, with a note saying how much was removed;
+// When a request would not fit, the names of files old steps saved go
+// first (a few stay, with the count of all: code can list them again);
+// then old tool outputs are shortened, oldest first, in their middle, with
+// a note saying how much was removed;
 // then whole earlier questions with their steps are dropped; the newest
 // outputs are cut last. A context-length error from the server is answered
 // the same way, and the request is sent once more.
@@ -283,6 +285,14 @@ func (a *Agent) shrink(limit int) int {
 	fits := func() bool { _, t := a.size(); return t <= limit }
 	removed := 0
 	newest := a.newestStep()
+	for i := 0; i < newest; i++ {
+		if a.history[i].Role == llm.RoleTool {
+			removed += a.cutFiles(i)
+			if fits() {
+				return removed
+			}
+		}
+	}
 	for _, keep := range keepLevels {
 		for i := 0; i < newest; i++ {
 			if a.history[i].Role == llm.RoleTool {
@@ -304,6 +314,14 @@ func (a *Agent) shrink(limit int) int {
 		return removed
 	}
 	newest = a.newestStep()
+	for i := newest; i < len(a.history); i++ {
+		if a.history[i].Role == llm.RoleTool {
+			removed += a.cutFiles(i)
+			if fits() {
+				return removed
+			}
+		}
+	}
 	for _, keep := range keepLevels[:2] {
 		for i := newest; i < len(a.history); i++ {
 			if a.history[i].Role == llm.RoleTool {
@@ -334,6 +352,40 @@ func (a *Agent) cut(i, keep int) int {
 	content, removed := shortenOutput(a.history[i].Content, keep)
 	a.history[i].Content = content
 	return removed
+}
+
+// keepFiles is how many file names a tool output keeps once the context
+// fills.
+const keepFiles = 5
+
+// cutFiles shortens the list of files in the tool output at i to keepFiles
+// names, and returns how many characters it removed.
+func (a *Agent) cutFiles(i int) int {
+	content := a.history[i].Content
+	res, ok := decodeResult(content)
+	if !ok || len(res.Files) <= keepFiles {
+		return 0
+	}
+	all := max(res.FilesSaved, len(res.Files))
+	res.Files = res.Files[:keepFiles]
+	res.FilesSaved = all
+	res.FilesNote = filesNote(all, keepFiles) + " The other names were removed to fit the context window."
+	short := mustJSON(res)
+	if len(short) >= len(content) {
+		return 0
+	}
+	a.history[i].Content = short
+	return len(content) - len(short)
+}
+
+// decodeResult reads a tool message as a toolResult: a message that is one
+// starts with its exit code, which a toolError never has.
+func decodeResult(content string) (toolResult, bool) {
+	var res toolResult
+	if !strings.HasPrefix(content, `{"exit_code":`) || json.Unmarshal([]byte(content), &res) != nil {
+		return res, false
+	}
+	return res, true
 }
 
 // dropOldestTurn removes the earliest question with all its steps, never
@@ -380,8 +432,7 @@ var elision = regexp.MustCompile(`\n?\[terp: ([0-9,]+) characters of this output
 // The result JSON keeps its shape, its stdout and stderr cut in the middle;
 // anything else is cut as text.
 func shortenOutput(content string, keep int) (string, int) {
-	var res toolResult
-	if json.Unmarshal([]byte(content), &res) == nil && (res.Stdout != "" || res.Stderr != "") {
+	if res, ok := decodeResult(content); ok {
 		outKeep, errKeep := keep, keep
 		if res.Stdout != "" && res.Stderr != "" {
 			outKeep, errKeep = keep*3/4, keep/4

@@ -67,8 +67,16 @@ func systemPrompt(files []sandbox.FileInfo) string {
 		b.WriteString(" (empty for now).")
 	} else {
 		b.WriteString(":\n")
+		names := shown(files)
+		size := make(map[string]int64, len(names))
 		for _, f := range files {
-			fmt.Fprintf(&b, "- %s (%d bytes)\n", path.Join(sandbox.WorkDir, f.Path), f.Size)
+			size[f.Path] = f.Size
+		}
+		for _, n := range names {
+			fmt.Fprintf(&b, "- %s (%d bytes)\n", path.Join(sandbox.WorkDir, n), size[n])
+		}
+		if more := len(files) - len(names); more > 0 {
+			fmt.Fprintf(&b, "- and %s more files (%s in all); list them with code when you need them\n", commas(more), commas(len(files)))
 		}
 	}
 	b.WriteString("\nSave charts as PNG files in /work (with matplotlib: plt.savefig), and say " +
@@ -88,7 +96,12 @@ type toolResult struct {
 	Stdout   string   `json:"stdout"`
 	Stderr   string   `json:"stderr"`
 	Files    []string `json:"files,omitempty"`
-	TimedOut bool     `json:"timed_out,omitempty"`
+	// FilesSaved and FilesNote say how many files were saved when Files
+	// names only some of them (see shown), or when names were removed to
+	// fit the context window.
+	FilesSaved int    `json:"files_saved,omitempty"`
+	FilesNote  string `json:"files_note,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
 	// Note tells the model what happened to the session: a timeout, a
 	// crash, variables lost.
 	Note string `json:"note,omitempty"`
@@ -128,15 +141,33 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 		return callOutcome{}, err
 	}
 	res := toolResult{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, TimedOut: run.TimedOut, Note: run.Notice}
-	for _, f := range saved {
-		res.Files = append(res.Files, f.Path)
+	// The model and the user see the same short list; all the files are
+	// in callOutcome.saved, for Result.Files and the downloads.
+	res.Files = shown(saved)
+	if len(res.Files) < len(saved) {
+		res.FilesSaved, res.FilesNote = len(saved), filesNote(len(saved), len(res.Files))
 	}
 	send(ToolOutput{
 		Step: step, ID: call.ID, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		TimedOut: res.TimedOut, Notice: res.Note, Files: res.Files, Duration: run.Duration,
 	})
+	named := make(map[string]bool, len(res.Files))
+	for _, n := range res.Files {
+		named[n] = true
+	}
 	for _, f := range saved {
-		send(FileSaved{Path: f.Path, Bytes: f.Size})
+		if named[f.Path] {
+			send(FileSaved{Path: f.Path, Bytes: f.Size})
+		}
+	}
+	if a.listProblem != "" {
+		res.FilesNote = strings.TrimSpace(res.FilesNote + " " + a.listProblem)
+		a.notice(send, a.listProblem)
+		a.listProblem = ""
+	}
+	if more := len(saved) - len(res.Files); more > 0 {
+		a.notice(send, fmt.Sprintf("The code saved %s files in /work in this step; only %s of them are listed.",
+			commas(len(saved)), commas(len(res.Files))))
 	}
 	return callOutcome{content: mustJSON(res), saved: saved}, nil
 }

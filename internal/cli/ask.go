@@ -39,7 +39,7 @@ type askOptions struct {
 var runFlags = []string{
 	"out", "base-url", "model", "sandbox", "exec-mode", "prewarm", "max-steps", "timeout", "sandbox-timeout",
 	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
-	"file-size-limit", "max-download-size",
+	"file-size-limit", "max-download-size", "max-download-total",
 	"provider", "tool-dialect", "context-window", "max-tokens", "max-time",
 	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow",
 }
@@ -271,6 +271,10 @@ func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runE
 	return outcome(res, runErr)
 }
 
+// maxFilesShown bounds the list of downloaded files after the answer: a
+// step may save tens of thousands.
+const maxFilesShown = 50
+
 func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr error) error {
 	w := streams.Out
 	if !streams.StderrTTY {
@@ -287,8 +291,11 @@ func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr 
 	}
 	if len(files) > 0 {
 		fmt.Fprintln(w, "\nFiles:")
-		for _, fl := range files {
+		for _, fl := range files[:min(len(files), maxFilesShown)] {
 			fmt.Fprintf(w, "  %s (%s)\n", sanitize.Terminal(fl.Path), tui.SizeText(fl.Bytes))
+		}
+		if more := len(files) - maxFilesShown; more > 0 {
+			fmt.Fprintf(w, "  and %d more in the same directory (--json lists them all)\n", more)
 		}
 	}
 	return outcome(res, runErr)

@@ -594,6 +594,7 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 	}
 	defer s.end()
 	dir := s.OutDir()
+	dl := agent.NewDownloads(dir, s.cfg.MaxDownloadSize, s.cfg.MaxDownloadTotal)
 	var out []savedFile
 	var errs []error
 	for _, fi := range files {
@@ -602,7 +603,10 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 				sanitize.Terminal(fi.Path), tui.SizeText(fi.Size), tui.SizeText(s.cfg.MaxDownloadSize))
 			continue
 		}
-		p, n, err := agent.Download(ctx, s.Sandbox, fi.Path, dir, s.cfg.MaxDownloadSize)
+		p, n, err := dl.Get(ctx, s.Sandbox, fi.Path)
+		if errors.Is(err, agent.ErrOverTotal) {
+			continue // named in dl.Warning below
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -610,6 +614,9 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 		out = append(out, savedFile{Path: p, SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: n})
 		abs, _ := filepath.Abs(p)
 		s.Conv.Downloads = appendStored(s.Conv.Downloads, store.File{Name: fi.Path, Path: abs, Bytes: n})
+	}
+	if w := dl.Warning(s.ID); w != "" {
+		fmt.Fprintln(s.f.IO.ErrOut, "warning: "+sanitize.Terminal(w))
 	}
 	s.save()
 	if len(errs) > 0 {

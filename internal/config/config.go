@@ -55,6 +55,10 @@ type Config struct {
 	MaxTokens       int           // Most tokens one question may use; 0 means no cap.
 	MaxTime         time.Duration // Longest one question may take; 0 means no cap.
 
+	// MaxDownloadTotal bounds the disk all downloads of one turn may take,
+	// so that many files, or sparse ones, cannot fill the user's disk.
+	MaxDownloadTotal int64
+
 	Network      string   // What the code may reach: "none", "allowlist" or "full".
 	NetworkAllow []string // Hosts the allowlist mode lets through.
 
