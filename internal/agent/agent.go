@@ -105,10 +105,8 @@ type Agent struct {
 	// stamps records size and modification time of every file in /work as
 	// of the last look, to tell which files a run created or changed.
 	stamps map[string]stamp
-	// large is set when /work was too large at the last look to trust
-	// Sandbox.List; listProblem says why a look may have missed files
-	// (see list), until the user and the model are told.
-	large       bool
+	// listProblem says that a look at /work left files out (see list),
+	// until the user and the model are told.
 	listProblem string
 	// uploaded lists files uploaded since the model was last told of them,
 	// and notes what else it must hear with the next question.

@@ -73,38 +73,55 @@ func TestManyFilesSavedInOneStep(t *testing.T) {
 
 type sandboxFile = sandbox.FileInfo
 
-// noWalk is a real sandbox in which terp's own walk of /work fails, as it
-// would in an image without python3 on the PATH of a plain exec.
-type noWalk struct{ sandbox.Sandbox }
+// cutList is a real sandbox whose List holds only 1,000 files, as a
+// backend's does past sandbox.MaxListEntries: the most recently modified.
+type cutList struct{ sandbox.Sandbox }
 
-func (s noWalk) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	if len(cmd) > 4 && strings.HasPrefix(cmd[4], "# walk.py") {
-		return sandbox.ExecResult{ExitCode: 127, Stderr: "python3: not found"}, nil
+func (s cutList) List(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
+	files, err := s.Sandbox.List(ctx, dir)
+	if err != nil {
+		return nil, err
 	}
-	return s.Sandbox.Exec(ctx, cmd, opt)
+	kept := sandbox.NewNewest(1000)
+	for _, f := range files {
+		kept.Add(f)
+	}
+	return kept.Files()
 }
 
-// When /work is too large to trust List and the walk fails, the turn goes on
-// with what List gave, and the user and the model are told that files may
-// be missing.
-func TestAFailedWalkIsNotSilent(t *testing.T) {
+// When List has to cut the listing, the file the step saved is still
+// reported and downloaded, and the user and the model are told that older
+// files went unlisted.
+func TestACutListingIsNotSilent(t *testing.T) {
 	s := llmtest.New(t,
-		llmtest.Fixed(llmtest.RunPython("for i in range(1500):\n    open(f'/work/p{i:04d}.txt', 'w').write('x')\n")),
+		llmtest.Fixed(llmtest.RunPython("open('/work/result.csv', 'w').write('a\\n1\\n')\n")),
 		func(req llmtest.Request) llmtest.Reply {
-			if raw := req.LastTool(); !strings.Contains(raw, "could not list all of /work") {
-				t.Errorf("the model was not told the listing may be incomplete: %.300s", raw)
+			raw := req.LastTool()
+			if !strings.Contains(raw, "1,000 most recently modified") || !strings.Contains(raw, `"result.csv"`) {
+				t.Errorf("the model was not told of result.csv and of the cut listing: %.400s", raw)
 			}
 			return llmtest.Answer("done")
 		})
 	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
-	sbx := noWalk{newSandbox(t)}
-	a := agent.New(model, sbx, kernel.NewScript(sbx, 4000, 2000), agent.Config{Model: "m", Timeout: time.Minute})
+	sbx := cutList{newSandbox(t)}
+	old, err := sbx.Exec(t.Context(), []string{"python3", "-c",
+		"import os\nfor i in range(1500):\n    open(f'/work/p{i:04d}.txt', 'w').write('x')\n    os.utime(f'/work/p{i:04d}.txt', (1e9 + i, 1e9 + i))"},
+		sandbox.ExecOptions{Timeout: time.Minute})
+	if err != nil || old.ExitCode != 0 {
+		t.Fatalf("make files: %v %+v", err, old)
+	}
+	runner := kernel.NewScript(sbx, 4000, 2000)
+	a := agent.New(model, sbx, runner, agent.Config{Model: "m", Timeout: time.Minute})
+	// The first look at /work, as a conversation takes it when it opens.
+	if err := a.Rebind(t.Context(), sbx, runner); err != nil {
+		t.Fatal(err)
+	}
 	res, err := a.Ask(context.Background(), "go", nil)
 	if err != nil || res.Answer != "done" {
 		t.Fatalf("Ask = %q, %v", res.Answer, err)
 	}
-	if len(res.Files) != 1500 || len(res.Notices) == 0 || !strings.Contains(strings.Join(res.Notices, "\n"), "python3: not found") {
-		t.Errorf("files %d, notices %q; want the 1,500 files List gave and a notice of the failed walk", len(res.Files), res.Notices)
+	if len(res.Files) != 1 || res.Files[0].Path != "result.csv" || !strings.Contains(strings.Join(res.Notices, "\n"), "1,000 most recently modified") {
+		t.Errorf("%d files (%.200v), notices %q; want result.csv and a notice of the cut listing", len(res.Files), res.Files, res.Notices)
 	}
 }
 

@@ -158,11 +158,11 @@ func (r *repl) command(ctx context.Context, line string) error {
 		fmt.Fprintf(msg, "uploaded %s\n", arg)
 	case "/files", "/ls":
 		files, err := r.sess.Files(ctx)
-		if err != nil {
-			return err
-		}
 		for _, fi := range files {
 			fmt.Fprintf(out, "%s\t%s\n", sanitize.Terminal(fi.Path), tui.SizeText(fi.Size))
+		}
+		if err != nil {
+			return err
 		}
 	case "/download":
 		if err := need("a NAME"); err != nil {

@@ -633,10 +633,13 @@ func (s *session) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
 	}
 	defer s.end()
 	all, err := s.Sandbox.List(ctx, sandbox.WorkDir)
-	if err != nil {
+	if err != nil && !errors.Is(err, sandbox.ErrListTruncated) {
 		return nil, err
 	}
-	return agent.Visible(all), nil
+	if err != nil {
+		err = fmt.Errorf("/work holds more files than are listed: %w", err)
+	}
+	return agent.Visible(all), err
 }
 
 // Close stops the runner, pauses the sandbox so that a later command can

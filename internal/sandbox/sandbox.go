@@ -168,7 +168,9 @@ type Sandbox interface {
 	WriteFile(ctx context.Context, path string, r io.Reader) error
 	// ReadFile opens path for reading. The caller closes it.
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
-	// List walks dir recursively and returns its regular files.
+	// List walks dir recursively and returns its regular files. Past
+	// MaxListEntries it returns the most recently modified ones with a
+	// *TruncatedError, beside which the files returned are still good.
 	List(ctx context.Context, dir string) ([]FileInfo, error)
 	// Exec runs cmd to completion. A non-zero exit or a timeout is reported
 	// in ExecResult, not as an error; the error is for the sandbox failing.

@@ -24,7 +24,8 @@ type Conversation interface {
 	// Download copies the file name (relative to /work) to the output
 	// directory and returns it.
 	Download(ctx context.Context, name string) (File, error)
-	// Files lists /work.
+	// Files lists /work. A listing cut short (sandbox.ErrListTruncated)
+	// comes with its error and still holds the newest files.
 	Files(ctx context.Context) ([]sandbox.FileInfo, error)
 	// SetModel and SetMaxSteps change the following turns.
 	SetModel(name string)

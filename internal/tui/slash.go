@@ -188,11 +188,15 @@ func (m *Model) jobDone(msg tea.Msg) {
 		m.transcript.add(&fileEntry{f: f})
 		m.status.say("Downloaded "+msg.file.Path+".", false)
 	case filesMsg:
-		if msg.err != nil {
+		if msg.err != nil && msg.files == nil {
 			m.status.say(firstLine(msg.err.Error()), true)
 			return
 		}
 		m.transcript.add(&note{text: filesText(msg)})
+		if msg.err != nil { // a listing cut short, which still holds the newest files
+			m.status.say(firstLine(msg.err.Error()), true)
+			return
+		}
 		m.status.clear()
 	case conversationsMsg:
 		if msg.err != nil {

@@ -330,6 +330,9 @@ func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, err
 	for i, f := range out.Files {
 		files[i] = sandbox.FileInfo{Path: f.Path, Size: f.Size, Mode: fs.FileMode(f.Mode), ModTime: f.ModTime}
 	}
+	if out.Total > len(files) {
+		return files, &sandbox.TruncatedError{Listed: len(files), Total: out.Total}
+	}
 	return files, nil
 }
 

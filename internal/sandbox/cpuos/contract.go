@@ -119,6 +119,9 @@ type fileEntry struct {
 
 type listResponse struct {
 	Files []fileEntry `json:"files"`
+	// Total, when above len(Files), says the listing was cut to the most
+	// recently modified files (sandbox.MaxListEntries).
+	Total int `json:"total,omitempty"`
 }
 
 type execRequest struct {

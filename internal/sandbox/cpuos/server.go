@@ -348,11 +348,15 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sv *served) {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, sv *served) {
 	files, err := sv.sbx.List(r.Context(), r.URL.Query().Get(queryPath))
-	if err != nil {
+	var cut *sandbox.TruncatedError
+	if err != nil && !errors.As(err, &cut) {
 		fail(w, err)
 		return
 	}
 	out := listResponse{Files: make([]fileEntry, len(files))}
+	if cut != nil {
+		out.Total = cut.Total
+	}
 	for i, f := range files {
 		out.Files[i] = fileEntry{Path: f.Path, Size: f.Size, Mode: uint32(f.Mode), ModTime: f.ModTime}
 	}

@@ -212,8 +212,10 @@ func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, err
 	if err := s.usableErr(); err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	code, err := s.b.simpleExec(ctx, s.containerID, s.b.cfg.User, []string{"python3", "-I", "-S", "-c", listPy, dir}, nil, &out)
+	// The listing is read as it streams, into a bounded set: /work may hold
+	// millions of files.
+	out := &listWriter{files: sandbox.NewNewest(0)}
+	code, err := s.b.simpleExec(ctx, s.containerID, s.b.cfg.User, []string{"python3", "-I", "-S", "-c", listPy, dir}, nil, out)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, s.execError(ctx, err))
 	}
@@ -224,22 +226,51 @@ func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, err
 	case 4:
 		return nil, fmt.Errorf("list %s: not a directory", dir)
 	default:
-		return nil, fmt.Errorf("list %s: exit %d: %s", dir, code, strings.TrimSpace(out.String()))
+		return nil, fmt.Errorf("list %s: exit %d: %s", dir, code, strings.TrimSpace(string(out.partial)))
 	}
-	var files []sandbox.FileInfo
-	for line := range strings.Lines(out.String()) {
+	if out.err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, out.err)
+	}
+	return out.files.Files()
+}
+
+// listWriter takes list.py's output, one JSON object a line, into files.
+type listWriter struct {
+	files   *sandbox.Newest
+	partial []byte // a line not yet ended
+	err     error  // the first line that did not decode
+}
+
+func (w *listWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if len(w.partial)+len(p) > 64<<10 {
+				w.err = errors.New("list.py wrote a line over 64 KiB")
+				return n, nil
+			}
+			w.partial = append(w.partial, p...)
+			break
+		}
+		line := append(w.partial, p[:i]...)
+		w.partial = w.partial[:0]
+		p = p[i+1:]
 		var f struct {
 			Path  string `json:"path"`
 			Size  int64  `json:"size"`
 			Mode  uint32 `json:"mode"`
 			MTime int64  `json:"mtime"`
 		}
-		if err := json.Unmarshal([]byte(line), &f); err != nil {
-			return nil, fmt.Errorf("list %s: %q: %w", dir, line, err)
+		if err := json.Unmarshal(line, &f); err != nil {
+			if w.err == nil {
+				w.err = fmt.Errorf("%q: %w", line, err)
+			}
+			continue
 		}
-		files = append(files, sandbox.FileInfo{
+		w.files.Add(sandbox.FileInfo{
 			Path: f.Path, Size: f.Size, Mode: fs.FileMode(f.Mode & 0o777), ModTime: time.Unix(0, f.MTime),
 		})
 	}
-	return files, nil
+	return n, nil
 }

@@ -66,6 +66,7 @@ type Backend struct {
 	layout   []string // the host part of every command line, see hostLayout
 	limits   *limitHost
 	prlimit  string // util-linux prlimit, which starts bwrap when it runs as another uid
+	maxList  int    // List's bound; sandbox.MaxListEntries but in tests
 	filter   []byte // the compiled seccomp filter; nil when off
 	noFilter string // why filter is nil
 

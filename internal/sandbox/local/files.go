@@ -24,10 +24,6 @@ import (
 // directory only, and files are opened only if they are regular files (not
 // symlinks, FIFOs that would block, or devices).
 
-// MaxListEntries bounds List, because the code can create files faster than
-// anyone wants to read their names.
-const MaxListEntries = 10000
-
 // errOutsideWork is wrapped by every error for a path that is not under
 // /work.
 var errOutsideWork = errors.New("path is outside " + sandbox.WorkDir)
@@ -188,7 +184,8 @@ func notRegular(m fs.FileMode) error {
 }
 
 // List walks dir (a path under /work, "" for /work itself) and returns its
-// regular files, at most MaxListEntries of them, with paths relative to dir.
+// regular files, with paths relative to dir: past sandbox.MaxListEntries,
+// the most recently modified, with a *sandbox.TruncatedError.
 // Symlinks are skipped and never followed, so a link to / cannot make terp
 // walk the host. Directories the walk cannot read are skipped.
 func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
@@ -219,7 +216,7 @@ func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, err
 	}
 	defer sub.Close()
 
-	var files []sandbox.FileInfo
+	files := sandbox.NewNewest(s.b.maxList)
 	err = fs.WalkDir(sub.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -240,19 +237,16 @@ func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, err
 		if err != nil || !info.Mode().IsRegular() {
 			return nil
 		}
-		files = append(files, sandbox.FileInfo{
+		files.Add(sandbox.FileInfo{
 			Path:    p,
 			Size:    info.Size(),
 			Mode:    info.Mode(),
 			ModTime: info.ModTime(),
 		})
-		if len(files) >= MaxListEntries {
-			return fs.SkipAll
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	return files, nil
+	return files.Files()
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -194,3 +195,42 @@ print("planted")
 // pyString quotes s as a Python string literal (Go's quoting is a subset for
 // the paths used here).
 func pyString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// TestListKeepsTheNewest: past its bound List returns the most recently
+// modified files and says how many there were.
+func TestListKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	b, err := New(Config{Root: testBackend.Root()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.maxList = 10
+	sb, err := b.Create(t.Context(), sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sb.(*Sandbox)
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	res := runPython(t, s, "make.py", `import os
+for i in range(30):
+    open(f"/work/old{i:02d}", "w").write("x")
+    os.utime(f"/work/old{i:02d}", (1e9 + i, 1e9 + i))
+open("/work/new.csv", "w").write("a")`, sandbox.ExecOptions{})
+	if res.ExitCode != 0 {
+		t.Fatal(res.Stderr)
+	}
+	files, err := s.List(t.Context(), "")
+	var cut *sandbox.TruncatedError
+	if !errors.As(err, &cut) || cut.Total != 32 || cut.Listed != 10 || len(files) != 10 {
+		t.Fatalf("List = %d files, %v; want 10 of 32 (old*, make.py, new.csv) and a TruncatedError", len(files), err)
+	}
+	names := map[string]bool{}
+	for _, f := range files {
+		names[f.Path] = true
+	}
+	for _, want := range []string{"new.csv", "make.py", "old29", "old22"} {
+		if !names[want] {
+			t.Errorf("the newest files %v lack %s", names, want)
+		}
+	}
+}

@@ -22,7 +22,7 @@ import (
 // the limit by what it writes in one interval.
 
 const (
-	minWatchInterval = 250 * time.Millisecond
+	minWatchInterval = 100 * time.Millisecond
 	maxWatchInterval = 5 * time.Second
 )
 
