@@ -149,6 +149,24 @@ func TestAskPlainOutputListsFiles(t *testing.T) {
 	}
 }
 
+// A file one step saves and a later step removes is no download error: the
+// answer stands, with a warning.
+func TestAskSkipsAFileRemovedLater(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("open('/work/tmp.csv', 'w').write('x')\nopen('/work/keep.csv', 'w').write('y')")),
+		llmtest.Fixed(llmtest.RunPython("import os; os.remove('/work/tmp.csv')")),
+		llmtest.Fixed(llmtest.Answer("done")))
+	out := filepath.Join(terptest.TempDir(t), "out")
+	r := terp(t, serverEnv(s), "", "ask", "--json", "-o", out, "tidy up")
+	got := askJSONOf(t, r)
+	if r.code != 0 || got.Answer != "done" || len(got.Files) != 1 || !strings.HasSuffix(got.Files[0].Path, "keep.csv") {
+		t.Fatalf("exit %d, %+v, stderr:\n%s", r.code, got, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "skipped /work/tmp.csv: the code removed it") {
+		t.Errorf("no warning of the removed file:\n%s", r.stderr)
+	}
+}
+
 func TestAskReadsTheQuestionFromStdin(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("forty-two")))
 	r := terp(t, serverEnv(s), "what is six times seven?\n", "ask")

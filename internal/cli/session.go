@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -606,6 +607,11 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 		p, n, err := dl.Get(ctx, s.Sandbox, fi.Path)
 		if errors.Is(err, agent.ErrOverTotal) {
 			continue // named in dl.Warning below
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// Saved by one step and removed by a later one.
+			fmt.Fprintf(s.f.IO.ErrOut, "warning: skipped /work/%s: the code removed it before the turn ended\n", sanitize.Terminal(fi.Path))
+			continue
 		}
 		if err != nil {
 			errs = append(errs, err)
