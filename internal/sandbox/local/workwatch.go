@@ -1,7 +1,6 @@
 package local
 
 import (
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -15,51 +14,31 @@ import (
 // bounds one file; Limits.WorkBytes bounds them all. A plain directory has
 // no size limit of its own (a loop-mounted filesystem or a project quota
 // would need root and a prepared filesystem), so while any command runs a
-// watcher measures /work, as du would, and stops the sandbox's commands
-// when it has grown past the limit. The watch costs one walk of /work per
-// interval, and the interval grows with the walk's cost, so a /work of
-// many files costs a small share of a core; code writing fast can overshoot
-// the limit by what it writes in one interval.
-
-const (
-	minWatchInterval = 100 * time.Millisecond
-	maxWatchInterval = 5 * time.Second
-)
+// sandbox.WorkWatch measures /work, as du would, and stops the sandbox's
+// commands when it has grown past the limit. The watch costs one walk of
+// /work per interval, and the interval grows with the walk's cost, so a
+// /work of many files costs a small share of a core; code writing fast can
+// overshoot the limit by what it writes in two intervals.
 
 // watchWork runs while the sandbox has commands, started by track.
 func (s *Sandbox) watchWork() {
-	limit := s.meta.Limits.WorkBytes
-	prev := s.workUsage()
-	interval := minWatchInterval
-	for {
-		time.Sleep(interval)
-		s.mu.Lock()
-		if len(s.procs) == 0 || s.state != sandbox.Running {
-			s.watching = false
-			s.mu.Unlock()
-			return
-		}
-		started := s.started
-		s.started = false
-		s.mu.Unlock()
-		start := time.Now()
-		used := s.workUsage()
-		interval = min(max(20*time.Since(start), minWatchInterval), maxWatchInterval)
-		// Only growth is stopped, and not growth that a command which has
-		// just started may owe to the one before it: a command that
-		// deletes files to get back under the limit must be able to run.
-		if used > limit && used > prev && !started {
-			s.stopAllFor(workFullReason(used, limit))
-		}
-		prev = used
-	}
-}
-
-// workFullReason tells the model what happened and what it can do.
-func workFullReason(used, limit int64) string {
-	return fmt.Sprintf("/work grew to %s, past the sandbox's %s limit (max_work_size), so terp stopped the code. "+
-		"Delete files you no longer need (os.remove, shutil.rmtree) or write less; the user can raise max_work_size",
-		sizeText(used), sizeText(limit))
+	sandbox.WorkWatch{
+		Limit:       s.meta.Limits.WorkBytes,
+		MinInterval: 100 * time.Millisecond,
+		MaxInterval: 5 * time.Second,
+		Measure:     s.workUsage,
+		Poll: func() (running, started bool) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			running, started = len(s.procs) > 0 && s.state == sandbox.Running, s.started
+			s.started = false
+			if !running {
+				s.watching = false
+			}
+			return running, started
+		},
+		Stop: s.stopAllFor,
+	}.Run()
 }
 
 // stopAllFor kills every running command of the sandbox, each remembering
@@ -111,18 +90,4 @@ func (s *Sandbox) workUsage() int64 {
 		return nil
 	})
 	return total
-}
-
-// sizeText writes a byte count the way people read sizes.
-func sizeText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
