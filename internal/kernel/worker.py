@@ -33,7 +33,17 @@ Signals. SIGINT is ignored except while the code runs, when it raises
 KeyboardInterrupt; terp sends it on a timeout. The worker is a child
 subreaper, so daemons the code double-forks are reparented to it, and after
 every run it kills all its descendants: nothing outlives its run.
+
+Forks. A child the code forks runs the rest of the cell and would then come
+back into this file's code, as a second worker on the same channel: its done
+frame would end the cell early and it could take the next request. So only
+the process that started as the worker answers for a cell: in a child
+os.fork points the channel's descriptors at /dev/null (an at-fork hook), and
+wherever control comes back from the code (after the cell, in the request
+loop, at exit) a child is made to exit at once with os._exit.
 """
+
+import atexit
 
 import ast
 import builtins
@@ -78,8 +88,13 @@ class Channel:
     def __init__(self, fd):
         self.fd = fd
         self.lock = threading.Lock()
+        self.severed = False  # set in a forked child, which must send nothing
 
     def send(self, nonce, kind, payload):
+        if self.severed:
+            # Not even the lock: a thread of the parent may have held it at
+            # the fork, and in the child nobody will release it.
+            return
         data = memoryview(b"TERP %s %s %d\n" % (nonce.encode(), kind.encode(), len(payload)) + payload)
         with self.lock:
             while data:
@@ -88,6 +103,13 @@ class Channel:
 
     def send_json(self, nonce, kind, obj):
         self.send(nonce, kind, json.dumps(obj).encode())
+
+    def sever(self, devnull):
+        """Cuts a forked child off the channel: its copy of the descriptor
+        points at /dev/null, so a frame some path of this file's code sends
+        from the child never reaches terp."""
+        self.severed = True
+        os.dup2(devnull, self.fd, inheritable=False)
 
 
 class Worker:
@@ -101,6 +123,8 @@ class Worker:
         self.cell = 0
         self.figures = []  # saved during the current run
         self.sigint = False  # a SIGINT arrived during the current run
+        self.pid = os.getpid()  # the worker's; any other is a forked child's
+        self.forked = False  # set in a child by os.fork's at-fork hook
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         # Replacing the module makes pickle, `if __name__ == "__main__"` and
@@ -133,6 +157,7 @@ class Worker:
         # A mask the last run left would keep this one from being interrupted.
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         exit_code = self.execute(code, "<cell %d>" % self.cell)
+        self.exit_if_forked(exit_code)
         self.std.flush()
         try:
             self.save_open_figures()
@@ -155,6 +180,23 @@ class Worker:
             "cell": self.cell,
             "seconds": round(time.monotonic() - started, 6),
         })
+
+    def exit_if_forked(self, code):
+        """Ends a forked child that came back into this file's code, with
+        the exit status the cell would give it, before it can send a frame
+        or read a request.
+
+        A child os.fork made holds only what it printed itself in its std
+        streams (the parent's were flushed just before the fork), so those
+        are flushed; nothing else it inherited is, as with os._exit after a
+        fork in C. A child of a bare fork(2) (ctypes) inherited the parent's
+        buffers, which are dropped rather than printed twice.
+        """
+        if not self.forked and os.getpid() == self.pid:
+            return
+        if self.forked:
+            self.std.flush()
+        os._exit(code)
 
     def forward(self, fd, nonce, kind):
         try:
@@ -330,6 +372,11 @@ class StdStreams:
 
     def flush(self):
         flush(self.stdout, self.stderr, sys.stdout, sys.stderr)
+
+    def flush_own(self):
+        """Flushes the streams made here, not whatever the code put in
+        sys.stdout, whose flush may do anything (fork again, say)."""
+        flush(self.stdout, self.stderr)
 
 
 def write_quietly(stream, text):
@@ -581,6 +628,18 @@ def main():
     chan = Channel(frames_fd)
     worker = Worker(chan, diag, devnull)
     worker.std.bind()
+
+    def in_forked_child():
+        worker.forked = True
+        chan.sever(devnull)
+        os.dup2(devnull, requests_fd, inheritable=False)
+
+    # Flushing before a fork leaves the child no buffered output of the
+    # parent's to print a second time.
+    os.register_at_fork(before=worker.std.flush_own, after_in_child=in_forked_child)
+    # A child that reaches the interpreter's exit anyway leaves before the
+    # std streams are flushed.
+    atexit.register(worker.exit_if_forked, 0)
     become_subreaper(worker.log)
     os.chdir(WORK_DIR)
     sys.path[0] = WORK_DIR  # not /work/.terp, this file's directory
@@ -601,7 +660,13 @@ def main():
     })
 
     with open(requests_fd, "rb") as requests:
-        for line in requests:
+        while True:
+            # A child forked in the tail of the last run must not take the
+            # next request.
+            worker.exit_if_forked(0)
+            line = requests.readline()
+            if not line:
+                break
             try:
                 req = json.loads(line)
                 run_nonce, code = req["nonce"], req["code"]
