@@ -83,26 +83,48 @@ class Channel:
     The main thread and the two reader threads all send, so a lock keeps
     frames from interleaving; the loop handles the partial writes a signal
     can cause.
+
+    Only the frames of the open run are sent: terp takes any other frame
+    for one the code wrote into the channel. A reader thread that outlives
+    its run (the code kept a copy of the run's fd 1) would otherwise send
+    frames of a run that is over, so those are dropped here.
     """
 
-    def __init__(self, fd):
+    def __init__(self, fd, log):
         self.fd = fd
+        self.log = log
         self.lock = threading.Lock()
+        self.open = None  # the nonce of the run whose frames may be sent
+        self.dropped = set()  # runs whose late output was dropped, logged once
         self.severed = False  # set in a forked child, which must send nothing
 
-    def send(self, nonce, kind, payload):
+    def begin(self, nonce):
+        with self.lock:
+            self.open = nonce
+
+    def send(self, nonce, kind, payload, last=False):
+        """Sends a frame of the open run; last closes the run, so that no
+        frame with its nonce follows."""
         if self.severed:
             # Not even the lock: a thread of the parent may have held it at
             # the fork, and in the child nobody will release it.
             return
         data = memoryview(b"TERP %s %s %d\n" % (nonce.encode(), kind.encode(), len(payload)) + payload)
         with self.lock:
+            if nonce != self.open:
+                if nonce not in self.dropped:
+                    self.dropped.add(nonce)
+                    self.log("dropped %s output that came after its run's end" % kind)
+                return
+            if last:
+                self.open = None
             while data:
                 n = os.write(self.fd, data)
                 data = data[n:]
 
-    def send_json(self, nonce, kind, obj):
-        self.send(nonce, kind, json.dumps(obj).encode())
+    def send_last(self, nonce, kind, obj):
+        """Sends the last frame of a run (done) or of the start-up (ready)."""
+        self.send(nonce, kind, json.dumps(obj).encode(), last=True)
 
     def sever(self, devnull):
         """Cuts a forked child off the channel: its copy of the descriptor
@@ -145,6 +167,7 @@ class Worker:
         self.figures = []
         self.sigint = False
         started = time.monotonic()
+        self.chan.begin(nonce)
         readers = []
         for fd, kind in ((1, "out"), (2, "err")):
             r, w = os.pipe()
@@ -170,10 +193,10 @@ class Worker:
         for t in readers:
             t.join(READER_JOIN_SECONDS)
             if t.is_alive():
-                # Something still holds a dup of the pipe; its output will
-                # arrive with this run's nonce, which terp ignores from now.
+                # Something still holds a dup of the pipe; what it forwards
+                # from now is dropped, since the run is closed with done.
                 self.log("output reader of cell %d still running" % self.cell)
-        self.chan.send_json(nonce, "done", {
+        self.chan.send_last(nonce, "done", {
             "exit_code": exit_code,
             "interrupted": self.sigint,
             "figures": self.figures,
@@ -625,7 +648,7 @@ def main():
     faulthandler.enable(file=diag, all_threads=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    chan = Channel(frames_fd)
+    chan = Channel(frames_fd, lambda msg: write_quietly(diag, "terp worker: %s\n" % msg))
     worker = Worker(chan, diag, devnull)
     worker.std.bind()
 
@@ -652,7 +675,8 @@ def main():
     failed = prewarm_modules(prewarm)
     kill_descendants(worker.log)
     worker.std.flush()
-    chan.send_json(nonce, "ready", {
+    chan.begin(nonce)
+    chan.send_last(nonce, "ready", {
         "python": sys.version.split()[0],
         "pid": os.getpid(),
         "failed": failed,
