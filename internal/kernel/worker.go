@@ -67,7 +67,7 @@ type runSink struct {
 // the prewarm imports run while terp does other things, and ready is closed
 // when they are over. ctx bounds the process's life.
 func startWorker(ctx context.Context, sbx sandbox.Sandbox, prewarm []string) (*worker, error) {
-	if err := sbx.WriteFile(ctx, workerPath, strings.NewReader(workerSource)); err != nil {
+	if err := writeInternal(ctx, sbx, workerPath, workerSource); err != nil {
 		return nil, fmt.Errorf("write the Python worker: %w", err)
 	}
 	nonce := newNonce()
