@@ -49,6 +49,7 @@ import ast
 import builtins
 import faulthandler
 import fcntl
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -521,18 +522,29 @@ class BackendFinder(importlib.abc.MetaPathFinder):
     MPLBACKEND names the module BACKEND; this finder builds it on import. It
     also restores the inherited MPLBACKEND once matplotlib has read it, so a
     `python3 plot.py` the code starts in a subprocess gets the usual Agg
-    instead of a module it cannot import.
+    instead of a module it cannot import, and it marks the figures the code
+    saves itself once matplotlib.figure is imported (see track_savefig).
     """
 
     def __init__(self, worker, inherited):
         self.worker = worker
         self.inherited = inherited
         self.busy = False
+        # What to do once a module is imported, by name.
+        self.after = {"matplotlib": self.restore_backend, "matplotlib.figure": track_savefig}
+
+    def restore_backend(self, module):
+        if os.environ.get("MPLBACKEND") == "module://" + BACKEND:
+            if self.inherited is None:
+                os.environ.pop("MPLBACKEND", None)
+            else:
+                os.environ["MPLBACKEND"] = self.inherited
 
     def find_spec(self, name, path, target=None):
         if name == BACKEND:
             return importlib.machinery.ModuleSpec(name, BackendLoader(self.worker))
-        if name != "matplotlib" or self.busy:
+        after = self.after.get(name)
+        if after is None or self.busy:
             return None
         self.busy = True
         try:
@@ -546,20 +558,40 @@ class BackendFinder(importlib.abc.MetaPathFinder):
             self.busy = False
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
             exec_module = spec.loader.exec_module
-            ours, inherited = "module://" + BACKEND, self.inherited
 
-            def exec_then_restore(module):
+            def exec_then(module):
                 try:
                     exec_module(module)
                 finally:
-                    if os.environ.get("MPLBACKEND") == ours:
-                        if inherited is None:
-                            os.environ.pop("MPLBACKEND", None)
-                        else:
-                            os.environ["MPLBACKEND"] = inherited
+                    after(module)
 
-            spec.loader.exec_module = exec_then_restore
+            spec.loader.exec_module = exec_then
         return spec
+
+
+def track_savefig(figure_module):
+    """Makes Figure.savefig remember that the code saved the figure itself,
+    so that a chart saved with plt.savefig("chart.png") and left open is not
+    saved again as figure_N.png. It is done on the Figure, not in terp's
+    backend, so it holds whatever backend the code switches to
+    (matplotlib.use("Agg") is common in scripts)."""
+    cls = getattr(figure_module, "Figure", None)
+    savefig = getattr(cls, "savefig", None)
+    if savefig is None:  # the import failed
+        return
+
+    @functools.wraps(savefig)
+    def savefig_and_mark(self, *args, **kwargs):
+        result = savefig(self, *args, **kwargs)
+        self._terp_saved = True
+        # savefig leaves the figure stale, having put back the dpi and
+        # colours it saved with, although what it drew is what the figure
+        # shows. Clearing the flag lets save_open_figures see a change made
+        # after the save: any artist's change marks the figure stale again.
+        self.stale = False
+        return result
+
+    cls.savefig = savefig_and_mark
 
 
 class BackendLoader(importlib.abc.Loader):
@@ -580,17 +612,7 @@ class BackendLoader(importlib.abc.Loader):
         def show(*args, **kwargs):
             save()
 
-        class FigureCanvas(FigureCanvasAgg):
-            """Agg, remembering that the code saved the figure itself, so
-            that a chart saved with plt.savefig("chart.png") is not saved
-            again as figure_N.png when it is left open."""
-
-            def print_figure(self, *args, **kwargs):
-                result = super().print_figure(*args, **kwargs)
-                self.figure._terp_saved = True
-                return result
-
-        module.FigureCanvas = FigureCanvas
+        module.FigureCanvas = FigureCanvasAgg
         module.FigureManager = FigureManagerBase
         module.show = show
 
