@@ -163,10 +163,10 @@ func TestStrictFrames(t *testing.T) {
 		want         string // in the protocol error; "" when the stream is fine
 	}{
 		{"a run", "TERP cc ready 2\n{}TERP aa out 2\nhiTERP aa err 1\nxTERP aa done 2\n{}", ""},
-		{"another nonce", "TERP cc ready 2\n{}TERP bb out 2\nhi", "out frame with nonce bb belongs to no run in progress"},
-		{"another nonce's done", "TERP cc ready 2\n{}TERP bb done 2\n{}", "done frame with nonce bb belongs to no run"},
-		{"after done", "TERP cc ready 2\n{}TERP aa done 2\n{}TERP aa out 1\nx", "out frame with nonce aa belongs to no run"},
-		{"two dones", "TERP cc ready 2\n{}TERP aa done 2\n{}TERP aa done 2\n{}", "done frame with nonce aa belongs to no run"},
+		{"another nonce", "TERP cc ready 2\n{}TERP bb out 2\nhi", "kind out with nonce bb belongs to no run in progress"},
+		{"another nonce's done", "TERP cc ready 2\n{}TERP bb done 2\n{}", "kind done with nonce bb belongs to no run"},
+		{"after done", "TERP cc ready 2\n{}TERP aa done 2\n{}TERP aa out 1\nx", "kind out with nonce aa belongs to no run"},
+		{"two dones", "TERP cc ready 2\n{}TERP aa done 2\n{}TERP aa done 2\n{}", "kind done with nonce aa belongs to no run"},
 		{"second ready", "TERP cc ready 2\n{}TERP cc ready 2\n{}", "a second ready frame"},
 		{"ready of another worker", "TERP dd ready 2\n{}", "a ready frame with nonce dd, not the worker's"},
 	} {

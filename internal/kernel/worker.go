@@ -192,7 +192,7 @@ func (w *worker) output(h frameHeader) (io.Writer, error) {
 // run's end), so one came from the code, and honouring its size would let
 // its payload swallow the worker's real frames.
 func stray(h frameHeader) error {
-	return fmt.Errorf("%w: a %s frame with nonce %.16s belongs to no run in progress", errProtocol, h.kind, h.nonce)
+	return fmt.Errorf("%w: a frame of kind %s with nonce %.16s belongs to no run in progress", errProtocol, h.kind, h.nonce)
 }
 
 func (w *worker) onReady(h frameHeader, data []byte) error {
