@@ -59,6 +59,7 @@ type stallWatch struct {
 	timer    *time.Timer
 	awaiting string    // the part of a frame still to come; "" between frames
 	deadline time.Time // by when the next part must arrive
+	complete uint64    // frames completed so far
 	fired    bool
 }
 
@@ -86,6 +87,7 @@ func (sw *stallWatch) idle() {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	sw.awaiting = ""
+	sw.complete++
 	if sw.timer != nil {
 		sw.timer.Stop()
 	}
@@ -106,16 +108,16 @@ func (sw *stallWatch) check() {
 	}
 }
 
-// verdictBy returns when check will have judged the frame in progress, if
-// one is: a caller about to kill the worker waits for it, so that a stream
-// the code broke is reported as broken, not as what the kill caused.
-func (sw *stallWatch) verdictBy() (time.Time, bool) {
+// progress says whether a frame is in progress, and how many frames have
+// been completed: a caller about to kill the worker watches them to tell a
+// stream that flows from one the code broke, which check will soon judge.
+func (sw *stallWatch) progress() (busy bool, complete uint64) {
 	if sw == nil {
-		return time.Time{}, false
+		return false, 0
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	return sw.deadline, sw.awaiting != ""
+	return sw.awaiting != "", sw.complete
 }
 
 // header reads the next header line. A stream that ends before its first

@@ -68,6 +68,24 @@ func TestTimeoutKills(t *testing.T) {
 	wantLost(t, k)
 }
 
+// TestTimeoutKillsAFlood checks that a run still flooding the channel when
+// its grace period ends is killed then, as a timeout: frames that keep
+// completing are no cut-off frame to wait for a verdict on.
+func TestTimeoutKillsAFlood(t *testing.T) {
+	t.Parallel()
+	k := startKernel(t, newSandbox(t), Options{Grace: 500 * time.Millisecond})
+	res := runWithin(t, k, "import os, signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"+
+		"block = b'x' * 65536\nwhile True:\n    os.write(1, block)", time.Second)
+	if !res.TimedOut || res.ExitCode != sandbox.ExitTimedOut || !strings.Contains(res.Stdout, "xxx") {
+		t.Errorf("timed out %v, exit %d, %d bytes of stdout", res.TimedOut, res.ExitCode, len(res.Stdout))
+	}
+	wantNotice(t, res.Notice, "timed out after 1s and was killed")
+	if res.Duration > 3*time.Second {
+		t.Errorf("killed after %s, want about 1.5s", res.Duration)
+	}
+	wantOK(t, run(t, k, "print('next')"), "next\n")
+}
+
 func TestCrashes(t *testing.T) {
 	t.Parallel()
 	k := startKernel(t, newSandbox(t), Options{})

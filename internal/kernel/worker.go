@@ -336,15 +336,30 @@ func (w *worker) kill() bool {
 	return true
 }
 
-// awaitVerdict waits, if a frame is in progress, until the stall watch has
-// judged it, or the stream ended. It reports whether the stream is broken.
+// awaitVerdict waits, while a frame is in progress and no frame completes,
+// for the stall watch to judge it, or for the stream to end. It reports
+// whether the stream is broken, so that a run the code stalled by cutting a
+// frame short is reported as that, not as the timeout the stall caused.
+// A stream that flows returns at once.
 func (w *worker) awaitVerdict() bool {
-	if by, ok := w.frames.stall.verdictBy(); ok {
-		t := time.NewTimer(time.Until(by) + 100*time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-w.gone:
-		case <-t.C:
+	busy, before := w.frames.stall.progress()
+	if busy {
+		deadline := time.NewTimer(frameStall + 100*time.Millisecond)
+		defer deadline.Stop()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case <-w.gone:
+				break wait
+			case <-deadline.C:
+				break wait
+			case <-tick.C:
+				if busy, done := w.frames.stall.progress(); !busy || done != before {
+					break wait
+				}
+			}
 		}
 	}
 	return errors.Is(w.streamErr(), errProtocol)

@@ -43,9 +43,8 @@ wherever control comes back from the code (after the cell, in the request
 loop, at exit) a child is made to exit at once with os._exit.
 """
 
-import atexit
-
 import ast
+import atexit
 import builtins
 import faulthandler
 import fcntl
