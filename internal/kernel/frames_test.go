@@ -101,10 +101,10 @@ func TestFrameReader(t *testing.T) {
 // part of one into the channel: the watch must call them broken, and must
 // leave alone frames that arrive whole, however long the gaps between them.
 func TestFrameStall(t *testing.T) {
-	const limit = 100 * time.Millisecond
+	const limit = 50 * time.Millisecond
 	for _, tt := range []struct {
 		name  string
-		parts []string // written with a pause of 3*limit before each but the first
+		parts []string // written with a pause of 10*limit before each but the first
 		want  string   // in the error; "" for none
 	}{
 		{"whole frames with gaps", []string{"TERP ab out 5\nhello", "TERP ab out 2\nhi", "TERP ab done 2\n{}"}, ""},
@@ -123,7 +123,7 @@ func TestFrameStall(t *testing.T) {
 			go func() {
 				for i, p := range tt.parts {
 					if i > 0 {
-						time.Sleep(3 * limit)
+						time.Sleep(10 * limit)
 					}
 					if _, err := pw.Write([]byte(p)); err != nil {
 						return
