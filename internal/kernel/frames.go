@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // errProtocol is wrapped by every error for a frame stream that breaks the
@@ -20,16 +22,102 @@ type frameHeader struct {
 	size  int
 }
 
+// frameStall is how long the stream may stop inside a frame. The worker
+// writes each frame whole, at once, so a frame that stops halfway was
+// begun by something else (the code, writing into the channel), and the
+// worker's next frames would vanish into it: its payload would swallow the
+// end of the run, and terp would wait for a done that never comes.
+const frameStall = 2 * time.Second
+
 // frameReader reads frames from the worker's stdout. It trusts nothing: a
 // header is read byte by byte up to maxHeader, and a payload is never
 // buffered whole unless it is a control message within maxControl.
 type frameReader struct {
-	br  *bufio.Reader
-	buf []byte // reused to copy output payloads
+	br    *bufio.Reader
+	buf   []byte      // reused to copy output payloads
+	stall *stallWatch // nil unless watchStalls was called
 }
 
 func newFrameReader(r io.Reader) *frameReader {
 	return &frameReader{br: bufio.NewReaderSize(r, maxChunk+maxHeader), buf: make([]byte, 32<<10)}
+}
+
+// watchStalls makes the reader call broken, once and from another
+// goroutine, if the stream stops inside a frame for limit. broken should
+// end the stream (kill the worker), which the reader is blocked on.
+func (fr *frameReader) watchStalls(limit time.Duration, broken func(error)) {
+	fr.stall = &stallWatch{limit: limit, broken: broken}
+}
+
+// stallWatch is frameReader's timer for a frame that stops halfway. It is
+// rearmed whenever a part of a frame arrives, and stopped between frames.
+type stallWatch struct {
+	limit  time.Duration
+	broken func(error)
+
+	mu       sync.Mutex
+	timer    *time.Timer
+	awaiting string    // the part of a frame still to come; "" between frames
+	deadline time.Time // by when the next part must arrive
+	complete uint64    // frames completed so far
+	fired    bool
+}
+
+// await notes that a frame has begun and part of it is still to come.
+func (sw *stallWatch) await(part string) {
+	if sw == nil {
+		return
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.awaiting = part
+	sw.deadline = time.Now().Add(sw.limit)
+	if sw.timer == nil {
+		sw.timer = time.AfterFunc(sw.limit, sw.check)
+	} else {
+		sw.timer.Reset(sw.limit)
+	}
+}
+
+// idle notes that the frame is complete.
+func (sw *stallWatch) idle() {
+	if sw == nil {
+		return
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.awaiting = ""
+	sw.complete++
+	if sw.timer != nil {
+		sw.timer.Stop()
+	}
+}
+
+// check runs when the timer fires. A frame that made progress since the
+// timer was set has moved the deadline, and the timer was reset with it.
+func (sw *stallWatch) check() {
+	sw.mu.Lock()
+	part := sw.awaiting
+	stalled := part != "" && !sw.fired && !time.Now().Before(sw.deadline)
+	if stalled {
+		sw.fired = true
+	}
+	sw.mu.Unlock()
+	if stalled {
+		sw.broken(fmt.Errorf("%w: the stream stopped inside %s for %s", errProtocol, part, sw.limit))
+	}
+}
+
+// progress says whether a frame is in progress, and how many frames have
+// been completed: a caller about to kill the worker watches them to tell a
+// stream that flows from one the code broke, which check will soon judge.
+func (sw *stallWatch) progress() (busy bool, complete uint64) {
+	if sw == nil {
+		return false, 0
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.awaiting != "", sw.complete
 }
 
 // header reads the next header line. A stream that ends before its first
@@ -45,6 +133,9 @@ func (fr *frameReader) header() (frameHeader, error) {
 		if err != nil {
 			return frameHeader{}, fmt.Errorf("%w: stream ended inside a frame header", errProtocol)
 		}
+		if len(line) == 0 {
+			fr.stall.await("a frame header")
+		}
 		if c == '\n' {
 			break
 		}
@@ -53,7 +144,11 @@ func (fr *frameReader) header() (frameHeader, error) {
 		}
 		line = append(line, c)
 	}
-	return parseHeader(string(line))
+	h, err := parseHeader(string(line))
+	if err == nil {
+		fr.stall.await("a frame's payload")
+	}
+	return h, err
 }
 
 // parseHeader checks a header line, without its newline, against
@@ -115,7 +210,11 @@ func (fr *frameReader) copyPayload(w io.Writer, n int) error {
 			return err
 		}
 		n -= k
+		if n > 0 {
+			fr.stall.await("a frame's payload")
+		}
 	}
+	fr.stall.idle()
 	return nil
 }
 
@@ -126,5 +225,6 @@ func (fr *frameReader) payload(n int) ([]byte, error) {
 	if _, err := io.ReadFull(fr.br, b); err != nil {
 		return nil, fmt.Errorf("%w: stream ended inside a frame", errProtocol)
 	}
+	fr.stall.idle()
 	return b, nil
 }

@@ -6,6 +6,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
 )
 
 func TestParseHeader(t *testing.T) {
@@ -89,6 +92,96 @@ func TestFrameReader(t *testing.T) {
 			}
 			if !errors.Is(err, errProtocol) {
 				t.Errorf("error %v, want a protocol error", err)
+			}
+		})
+	}
+}
+
+// TestFrameStall feeds frames that stop halfway, as when the code writes
+// part of one into the channel: the watch must call them broken, and must
+// leave alone frames that arrive whole, however long the gaps between them.
+func TestFrameStall(t *testing.T) {
+	const limit = 50 * time.Millisecond
+	for _, tt := range []struct {
+		name  string
+		parts []string // written with a pause of 10*limit before each but the first
+		want  string   // in the error; "" for none
+	}{
+		{"whole frames with gaps", []string{"TERP ab out 5\nhello", "TERP ab out 2\nhi", "TERP ab done 2\n{}"}, ""},
+		{"header cut off", []string{"TERP ab ou", "t 5\nhello"}, "stopped inside a frame header"},
+		{"payload cut off", []string{"TERP ab out 5\nhel", "lo"}, "stopped inside a frame's payload"},
+		{"control payload cut off", []string{"TERP ab done 2\n{", "}"}, "stopped inside a frame's payload"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			broken := make(chan error, 1)
+			fr := newFrameReader(pr)
+			fr.watchStalls(limit, func(err error) {
+				broken <- err
+				pw.CloseWithError(err)
+			})
+			go func() {
+				for i, p := range tt.parts {
+					if i > 0 {
+						time.Sleep(10 * limit)
+					}
+					if _, err := pw.Write([]byte(p)); err != nil {
+						return
+					}
+				}
+				pw.Close()
+			}()
+			var err error
+			for err == nil {
+				var h frameHeader
+				if h, err = fr.header(); err == nil {
+					err = fr.copyPayload(io.Discard, h.size)
+				}
+			}
+			select {
+			case err := <-broken:
+				if tt.want == "" || !errors.Is(err, errProtocol) || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("broken(%v), want %q", err, tt.want)
+				}
+			default:
+				if tt.want != "" {
+					t.Errorf("the stream ended (%v) without a stall, want %q", err, tt.want)
+				} else if err != io.EOF {
+					t.Errorf("error %v, want io.EOF", err)
+				}
+			}
+		})
+	}
+}
+
+// TestStrictFrames checks that only the open run's frames are taken: any
+// other frame is one the code wrote, and its size, if honoured, would make
+// the worker's real frames its payload.
+func TestStrictFrames(t *testing.T) {
+	for _, tt := range []struct {
+		name, stream string
+		want         string // in the protocol error; "" when the stream is fine
+	}{
+		{"a run", "TERP cc ready 2\n{}TERP aa out 2\nhiTERP aa err 1\nxTERP aa done 2\n{}", ""},
+		{"another nonce", "TERP cc ready 2\n{}TERP bb out 2\nhi", "kind out with nonce bb belongs to no run in progress"},
+		{"another nonce's done", "TERP cc ready 2\n{}TERP bb done 2\n{}", "kind done with nonce bb belongs to no run"},
+		{"after done", "TERP cc ready 2\n{}TERP aa done 2\n{}TERP aa out 1\nx", "kind out with nonce aa belongs to no run"},
+		{"two dones", "TERP cc ready 2\n{}TERP aa done 2\n{}TERP aa done 2\n{}", "kind done with nonce aa belongs to no run"},
+		{"second ready", "TERP cc ready 2\n{}TERP cc ready 2\n{}", "a second ready frame"},
+		{"ready of another worker", "TERP dd ready 2\n{}", "a ready frame with nonce dd, not the worker's"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &worker{readyNonce: "cc", ready: make(chan struct{}), gone: make(chan struct{})}
+			w.begin(&runSink{nonce: "aa", out: sandbox.NewCapture(100), err: sandbox.NewCapture(100), done: make(chan doneMsg, 1)})
+			err := w.dispatch(newFrameReader(strings.NewReader(tt.stream)))
+			if tt.want == "" {
+				if err != io.EOF {
+					t.Errorf("dispatch = %v, want io.EOF", err)
+				}
+				return
+			}
+			if !errors.Is(err, errProtocol) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("dispatch = %v, want a protocol error saying %q", err, tt.want)
 			}
 		})
 	}

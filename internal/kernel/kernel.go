@@ -309,6 +309,10 @@ func (k *Kernel) finished(s *runSink, d doneMsg) Result {
 // ctx's error): SIGINT first, which raises KeyboardInterrupt in the code and
 // keeps the session; SIGKILL and a new worker if the run does not end within
 // the grace period.
+//
+// A run whose code broke the channel cannot end by itself, since its done
+// frame is lost in the broken stream: that is reported as the broken
+// channel it is, not as a timeout.
 func (k *Kernel) interrupt(w *worker, s *runSink, what string, cause error) (Result, error) {
 	_ = w.proc.Signal(sandbox.SIGINT)
 	t := time.NewTimer(k.opt.Grace)
@@ -323,6 +327,13 @@ func (k *Kernel) interrupt(w *worker, s *runSink, what string, cause error) (Res
 		return res, cause
 	case <-w.gone:
 	case <-t.C:
+	}
+	if w.awaitVerdict() {
+		res, err := k.crashed(w, s)
+		if cause != nil {
+			err = errors.Join(cause, err)
+		}
+		return res, err
 	}
 
 	w.kill()

@@ -18,7 +18,8 @@ const lostSession = "The Python session was restarted, so all variables and impo
 // crashNotice explains a worker that went away during a run.
 func crashNotice(code int, streamErr error) string {
 	if errors.Is(streamErr, errProtocol) {
-		return "The Python process corrupted terp's output channel (" + streamErr.Error() + ") and was killed. " + lostSession
+		return "The Python process corrupted terp's output channel (" + streamErr.Error() + "), so the run's " +
+			"output may be incomplete and its end could not be read; the process was killed. " + lostSession
 	}
 	return "The Python process crashed during the run: " + describeExit(code) + ". " + lostSession
 }

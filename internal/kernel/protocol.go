@@ -34,19 +34,25 @@ import (
 //   - done: JSON (doneMsg), the last frame of a run, sent after every out
 //     and err frame of the run.
 //
-// Frames of a run carry its request's nonce. The nonce is not a secret from
-// the code (it lives in the worker's memory); it is what ties a frame to a
-// run, so a frame left over from an earlier run, which a reader thread
-// stuck on a descriptor the code duplicated may still send, is counted and
-// dropped instead of ending the wrong run. What keeps printed text out of the
-// channel is the descriptors: anything the code writes to fd 1 or 2 is
-// payload inside out and err frames, whatever it looks like.
+// Frames of a run carry its request's nonce, and no frame with that nonce
+// follows the run's done: the worker drops what a reader thread stuck on a
+// descriptor the code duplicated forwards after the run's end. The nonce is
+// not a secret from the code (it lives in the worker's memory); it ties a
+// frame to a run. What keeps printed text out of the channel is the
+// descriptors: anything the code writes to fd 1 or 2 is payload inside out
+// and err frames, whatever it looks like. Only the worker answers: a child
+// the code forks is cut off the channel (see worker.py).
 //
 // terp reads frames strictly: a header that is not exactly this shape, an
-// unknown kind, a payload over its kind's cap or a stream that ends inside a
-// frame is a protocol error. The worker is then killed and replaced, as
-// after a crash; nothing it sends can make terp buffer more than a frame's
-// cap or wait without a bound.
+// unknown kind, a payload over its kind's cap, a frame that belongs to no
+// run in progress (another nonce, after the run's done, a second ready), a
+// stream that ends inside a frame, or one that stops inside a frame for
+// frameStall is a protocol error. Such a frame can only come from the code
+// writing into the channel, and honouring it would let its payload swallow
+// the worker's real frames, so that the run ended as a false timeout. The
+// worker is then killed and replaced, as after a crash, and the notice says
+// the channel broke; nothing it sends can make terp buffer more than a
+// frame's cap or wait without a bound.
 //
 // The worker's stderr carries its diagnostics and, if the interpreter
 // crashes, faulthandler's report, which terp adds to the run's stderr.

@@ -68,6 +68,24 @@ func TestTimeoutKills(t *testing.T) {
 	wantLost(t, k)
 }
 
+// TestTimeoutKillsAFlood checks that a run still flooding the channel when
+// its grace period ends is killed then, as a timeout: frames that keep
+// completing are no cut-off frame to wait for a verdict on.
+func TestTimeoutKillsAFlood(t *testing.T) {
+	t.Parallel()
+	k := startKernel(t, newSandbox(t), Options{Grace: 500 * time.Millisecond})
+	res := runWithin(t, k, "import os, signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"+
+		"block = b'x' * 65536\nwhile True:\n    os.write(1, block)", time.Second)
+	if !res.TimedOut || res.ExitCode != sandbox.ExitTimedOut || !strings.Contains(res.Stdout, "xxx") {
+		t.Errorf("timed out %v, exit %d, %d bytes of stdout", res.TimedOut, res.ExitCode, len(res.Stdout))
+	}
+	wantNotice(t, res.Notice, "timed out after 1s and was killed")
+	if res.Duration > 3*time.Second {
+		t.Errorf("killed after %s, want about 1.5s", res.Duration)
+	}
+	wantOK(t, run(t, k, "print('next')"), "next\n")
+}
+
 func TestCrashes(t *testing.T) {
 	t.Parallel()
 	k := startKernel(t, newSandbox(t), Options{})
@@ -120,29 +138,54 @@ func TestDiedBetweenRuns(t *testing.T) {
 
 func TestCorruptedChannel(t *testing.T) {
 	t.Parallel()
-	k := startKernel(t, newSandbox(t), Options{})
+	// The grace is shorter than frameStall, so that a run interrupted while
+	// a cut-off frame blocks the stream is still judged by the stream.
+	k := startKernel(t, newSandbox(t), Options{Grace: 500 * time.Millisecond})
 	// Hostile code can find the channel among its descriptors; it can break
-	// its own session, but not terp.
-	for _, tt := range []struct{ name, frame, notice string }{
-		{"garbage", "'garbage\\n'", "bad frame header"},
-		{"huge frame", "'TERP %s out 99999999\\n' % nonce", "out frames are at most 65536 bytes"},
+	// its own session, but not terp: whatever it writes there, the run ends
+	// as a broken channel within seconds, never as a timeout or a result.
+	for _, tt := range []struct {
+		name, frame string
+		after       string        // what the cell does after writing the frame
+		timeout     time.Duration // the run's
+		notice      string
+	}{
+		{"garbage", "'garbage\\n'", "time.sleep(10)", time.Minute, "bad frame header"},
+		{"huge frame", "'TERP %s out 99999999\\n' % nonce", "time.sleep(10)", time.Minute, "out frames are at most 65536 bytes"},
+		// A frame of no run would swallow the real end of the run as its
+		// payload.
+		{"unknown nonce", "'TERP 0123 out 1000\\n'", "", time.Minute, "belongs to no run in progress"},
+		{"unknown nonce, whole frame", "'TERP 0123 done 2\\n{}'", "", time.Minute, "belongs to no run in progress"},
+		{"second ready", "'TERP %s ready 2\\n{}' % nonce", "", time.Minute, "ready frame"},
+		// The code goes on running, so no frame of the worker's completes it.
+		{"truncated header", "'TERP %s out' % nonce", "time.sleep(10)", time.Minute, "stopped inside a frame header"},
+		// The run's own frames disappear into its payload.
+		{"truncated payload", "'TERP %s out 1000\\nabc' % nonce", "", time.Minute, "stopped inside a frame's payload"},
+		{"truncated payload, run times out", "'TERP %s out 1000\\nabc' % nonce", "time.sleep(10)", time.Second,
+			"stopped inside a frame's payload"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			wantOK(t, run(t, k, "kept = 1\nopen('/work/kept.txt', 'w').write('file');"), "")
-			res := run(t, k, `
+			res := runWithin(t, k, `
 import os, sys, time
 f = sys._getframe()
 while "nonce" not in f.f_locals:
     f = f.f_back
 nonce = f.f_locals["nonce"]
+print("before", flush=True)
+time.sleep(0.1)
 for fd in range(3, 1024):
     try:
         os.write(fd, (`+tt.frame+`).encode())
     except OSError:
         pass
-time.sleep(10)
-`)
-			wantNotice(t, res.Notice, "corrupted terp's output channel", tt.notice, "restarted")
+`+tt.after+`
+`, tt.timeout)
+			wantNotice(t, res.Notice, "corrupted terp's output channel", tt.notice, "restarted",
+				"all variables and imports were lost", "Files in /work were kept")
+			if res.TimedOut || strings.Contains(res.Notice, "timed out") || res.Stdout != "before\n" {
+				t.Errorf("timed out %v, stdout %q, notice %q", res.TimedOut, res.Stdout, res.Notice)
+			}
 			if res.Duration > 5*time.Second {
 				t.Errorf("took %s to notice", res.Duration)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
@@ -42,7 +41,7 @@ var scriptPath = path.Join(sandbox.WorkDir, InternalDir, "main.py")
 
 // Run writes code to /work/.terp/main.py and runs it with python3 in /work.
 func (s *Script) Run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
-	if err := s.sbx.WriteFile(ctx, scriptPath, strings.NewReader(code)); err != nil {
+	if err := writeInternal(ctx, s.sbx, scriptPath, code); err != nil {
 		return Result{}, fmt.Errorf("write the script: %w", err)
 	}
 	run, err := s.sbx.Exec(ctx, []string{"python3", path.Join(InternalDir, "main.py")}, sandbox.ExecOptions{

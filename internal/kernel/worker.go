@@ -43,12 +43,12 @@ type worker struct {
 	gone     chan struct{} // closed when the frame stream ended or broke
 	exited   chan struct{} // closed when the process has exited
 	diagDone chan struct{} // closed when its stderr is drained
+	frames   *frameReader
 
 	mu       sync.Mutex
 	info     readyMsg // valid once ready is closed
 	run      *runSink // the run in progress, nil between runs
-	stray    int      // frames that belonged to no current run
-	readErr  error    // why gone was closed
+	readErr  error    // why gone was closed; nil until then
 	diag     *sandbox.Capture
 	runDiag  *sandbox.Capture // stderr written during the current run
 	exitCode int              // valid once exited is closed
@@ -67,7 +67,7 @@ type runSink struct {
 // the prewarm imports run while terp does other things, and ready is closed
 // when they are over. ctx bounds the process's life.
 func startWorker(ctx context.Context, sbx sandbox.Sandbox, prewarm []string) (*worker, error) {
-	if err := sbx.WriteFile(ctx, workerPath, strings.NewReader(workerSource)); err != nil {
+	if err := writeInternal(ctx, sbx, workerPath, workerSource); err != nil {
 		return nil, fmt.Errorf("write the Python worker: %w", err)
 	}
 	nonce := newNonce()
@@ -88,6 +88,8 @@ func startWorker(ctx context.Context, sbx sandbox.Sandbox, prewarm []string) (*w
 		diagDone:   make(chan struct{}),
 		diag:       sandbox.NewCapture(8 << 10),
 	}
+	w.frames = newFrameReader(proc.Stdout())
+	w.frames.watchStalls(frameStall, w.fail)
 	go w.readFrames(proc.Stdout())
 	go w.readDiag(proc.Stderr())
 	go func() {
@@ -101,20 +103,31 @@ func startWorker(ctx context.Context, sbx sandbox.Sandbox, prewarm []string) (*w
 }
 
 // readFrames dispatches the worker's frames until its stdout ends or breaks
-// the protocol. A worker that breaks it is killed: nothing it says can be
-// trusted any more.
+// the protocol.
 func (w *worker) readFrames(r io.Reader) {
-	err := w.dispatch(newFrameReader(r))
+	w.fail(w.dispatch(w.frames))
+	// Whatever else arrives is ignored, but read, so a worker that a backend
+	// could not kill never blocks on a full pipe.
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// fail ends the frame stream for the reason err (io.EOF for a plain end);
+// the first reason given is kept. A worker that broke the protocol is
+// killed: nothing it says can be trusted any more.
+func (w *worker) fail(err error) {
 	w.mu.Lock()
-	w.readErr = err
+	first := w.readErr == nil
+	if first {
+		w.readErr = err
+	}
 	w.mu.Unlock()
+	if !first {
+		return
+	}
 	close(w.gone)
 	if !errors.Is(err, io.EOF) {
 		_ = w.proc.Signal(sandbox.SIGKILL)
 	}
-	// Whatever else arrives is ignored, but read, so a worker that a backend
-	// could not kill never blocks on a full pipe.
-	_, _ = io.Copy(io.Discard, r)
 }
 
 func (w *worker) dispatch(fr *frameReader) error {
@@ -123,9 +136,20 @@ func (w *worker) dispatch(fr *frameReader) error {
 		if err != nil {
 			return err
 		}
+		select {
+		case <-w.gone:
+			// The stall watch judged the stream broken while this header
+			// arrived: what follows is not the worker's.
+			return io.EOF
+		default:
+		}
 		switch h.kind {
 		case kindOut, kindErr:
-			if err := fr.copyPayload(w.output(h), h.size); err != nil {
+			out, err := w.output(h)
+			if err != nil {
+				return err
+			}
+			if err := fr.copyPayload(out, h.size); err != nil {
 				return err
 			}
 		case kindReady:
@@ -149,19 +173,26 @@ func (w *worker) dispatch(fr *frameReader) error {
 }
 
 // output returns where an out or err frame's payload goes: the current
-// run's capture, or nowhere for a frame of no current run.
-func (w *worker) output(h frameHeader) io.Writer {
+// run's capture.
+func (w *worker) output(h frameHeader) (io.Writer, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.run
 	if s == nil || s.finished || s.nonce != h.nonce {
-		w.stray++
-		return io.Discard
+		return nil, stray(h)
 	}
 	if h.kind == kindOut {
-		return s.out
+		return s.out, nil
 	}
-	return s.err
+	return s.err, nil
+}
+
+// stray is the error for a frame that belongs to no run in progress. The
+// worker never sends one (it drops what a run's readers forward after the
+// run's end), so one came from the code, and honouring its size would let
+// its payload swallow the worker's real frames.
+func stray(h frameHeader) error {
+	return fmt.Errorf("%w: a frame of kind %s with nonce %.16s belongs to no run in progress", errProtocol, h.kind, h.nonce)
 }
 
 func (w *worker) onReady(h frameHeader, data []byte) error {
@@ -169,13 +200,11 @@ func (w *worker) onReady(h frameHeader, data []byte) error {
 	defer w.mu.Unlock()
 	select {
 	case <-w.ready:
-		w.stray++
-		return nil
+		return fmt.Errorf("%w: a second ready frame", errProtocol)
 	default:
 	}
 	if h.nonce != w.readyNonce {
-		w.stray++
-		return nil
+		return fmt.Errorf("%w: a ready frame with nonce %.16s, not the worker's", errProtocol, h.nonce)
 	}
 	if err := json.Unmarshal(data, &w.info); err != nil {
 		return fmt.Errorf("%w: bad ready message: %v", errProtocol, err)
@@ -189,8 +218,7 @@ func (w *worker) onDone(h frameHeader, data []byte) error {
 	defer w.mu.Unlock()
 	s := w.run
 	if s == nil || s.finished || s.nonce != h.nonce {
-		w.stray++
-		return nil
+		return stray(h)
 	}
 	var msg doneMsg
 	if err := json.Unmarshal(data, &msg); err != nil {
@@ -270,13 +298,6 @@ func (w *worker) exitStatus() int {
 	return w.exitCode
 }
 
-// strays counts the frames dropped for belonging to no current run.
-func (w *worker) strays() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stray
-}
-
 // diagnostics is the tail of the worker's stderr, trimmed.
 func (w *worker) diagnostics() string {
 	w.mu.Lock()
@@ -313,6 +334,35 @@ func (w *worker) kill() bool {
 		}
 	}
 	return true
+}
+
+// awaitVerdict waits, while a frame is in progress and no frame completes,
+// for the stall watch to judge it, or for the stream to end. It reports
+// whether the stream is broken, so that a run the code stalled by cutting a
+// frame short is reported as that, not as the timeout the stall caused.
+// A stream that flows returns at once.
+func (w *worker) awaitVerdict() bool {
+	busy, before := w.frames.stall.progress()
+	if busy {
+		deadline := time.NewTimer(frameStall + 100*time.Millisecond)
+		defer deadline.Stop()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case <-w.gone:
+				break wait
+			case <-deadline.C:
+				break wait
+			case <-tick.C:
+				if busy, done := w.frames.stall.progress(); !busy || done != before {
+					break wait
+				}
+			}
+		}
+	}
+	return errors.Is(w.streamErr(), errProtocol)
 }
 
 // awaitDiag waits a little for the worker's stderr to be drained, so that a

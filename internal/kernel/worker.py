@@ -33,12 +33,22 @@ Signals. SIGINT is ignored except while the code runs, when it raises
 KeyboardInterrupt; terp sends it on a timeout. The worker is a child
 subreaper, so daemons the code double-forks are reparented to it, and after
 every run it kills all its descendants: nothing outlives its run.
+
+Forks. A child the code forks runs the rest of the cell and would then come
+back into this file's code, as a second worker on the same channel: its done
+frame would end the cell early and it could take the next request. So only
+the process that started as the worker answers for a cell: in a child
+os.fork points the channel's descriptors at /dev/null (an at-fork hook), and
+wherever control comes back from the code (after the cell, in the request
+loop, at exit) a child is made to exit at once with os._exit.
 """
 
 import ast
+import atexit
 import builtins
 import faulthandler
 import fcntl
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -73,21 +83,55 @@ class Channel:
     The main thread and the two reader threads all send, so a lock keeps
     frames from interleaving; the loop handles the partial writes a signal
     can cause.
+
+    Only the frames of the open run are sent: terp takes any other frame
+    for one the code wrote into the channel. A reader thread that outlives
+    its run (the code kept a copy of the run's fd 1) would otherwise send
+    frames of a run that is over, so those are dropped here.
     """
 
-    def __init__(self, fd):
+    def __init__(self, fd, log):
         self.fd = fd
+        self.log = log
         self.lock = threading.Lock()
+        self.open = None  # the nonce of the run whose frames may be sent
+        self.dropped = set()  # runs whose late output was dropped, logged once
+        self.severed = False  # set in a forked child, which must send nothing
 
-    def send(self, nonce, kind, payload):
+    def begin(self, nonce):
+        with self.lock:
+            self.open = nonce
+
+    def send(self, nonce, kind, payload, last=False):
+        """Sends a frame of the open run; last closes the run, so that no
+        frame with its nonce follows."""
+        if self.severed:
+            # Not even the lock: a thread of the parent may have held it at
+            # the fork, and in the child nobody will release it.
+            return
         data = memoryview(b"TERP %s %s %d\n" % (nonce.encode(), kind.encode(), len(payload)) + payload)
         with self.lock:
+            if nonce != self.open:
+                if nonce not in self.dropped:
+                    self.dropped.add(nonce)
+                    self.log("dropped %s output that came after its run's end" % kind)
+                return
+            if last:
+                self.open = None
             while data:
                 n = os.write(self.fd, data)
                 data = data[n:]
 
-    def send_json(self, nonce, kind, obj):
-        self.send(nonce, kind, json.dumps(obj).encode())
+    def send_last(self, nonce, kind, obj):
+        """Sends the last frame of a run (done) or of the start-up (ready)."""
+        self.send(nonce, kind, json.dumps(obj).encode(), last=True)
+
+    def sever(self, devnull):
+        """Cuts a forked child off the channel: its copy of the descriptor
+        points at /dev/null, so a frame some path of this file's code sends
+        from the child never reaches terp."""
+        self.severed = True
+        os.dup2(devnull, self.fd, inheritable=False)
 
 
 class Worker:
@@ -101,6 +145,8 @@ class Worker:
         self.cell = 0
         self.figures = []  # saved during the current run
         self.sigint = False  # a SIGINT arrived during the current run
+        self.pid = os.getpid()  # the worker's; any other is a forked child's
+        self.forked = False  # set in a child by os.fork's at-fork hook
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         # Replacing the module makes pickle, `if __name__ == "__main__"` and
@@ -121,6 +167,7 @@ class Worker:
         self.figures = []
         self.sigint = False
         started = time.monotonic()
+        self.chan.begin(nonce)
         readers = []
         for fd, kind in ((1, "out"), (2, "err")):
             r, w = os.pipe()
@@ -133,6 +180,7 @@ class Worker:
         # A mask the last run left would keep this one from being interrupted.
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         exit_code = self.execute(code, "<cell %d>" % self.cell)
+        self.exit_if_forked(exit_code)
         self.std.flush()
         try:
             self.save_open_figures()
@@ -145,16 +193,33 @@ class Worker:
         for t in readers:
             t.join(READER_JOIN_SECONDS)
             if t.is_alive():
-                # Something still holds a dup of the pipe; its output will
-                # arrive with this run's nonce, which terp ignores from now.
+                # Something still holds a dup of the pipe; what it forwards
+                # from now is dropped, since the run is closed with done.
                 self.log("output reader of cell %d still running" % self.cell)
-        self.chan.send_json(nonce, "done", {
+        self.chan.send_last(nonce, "done", {
             "exit_code": exit_code,
             "interrupted": self.sigint,
             "figures": self.figures,
             "cell": self.cell,
             "seconds": round(time.monotonic() - started, 6),
         })
+
+    def exit_if_forked(self, code):
+        """Ends a forked child that came back into this file's code, with
+        the exit status the cell would give it, before it can send a frame
+        or read a request.
+
+        A child os.fork made holds only what it printed itself in its std
+        streams (the parent's were flushed just before the fork), so those
+        are flushed; nothing else it inherited is, as with os._exit after a
+        fork in C. A child of a bare fork(2) (ctypes) inherited the parent's
+        buffers, which are dropped rather than printed twice.
+        """
+        if not self.forked and os.getpid() == self.pid:
+            return
+        if self.forked:
+            self.std.flush()
+        os._exit(code)
 
     def forward(self, fd, nonce, kind):
         try:
@@ -331,6 +396,11 @@ class StdStreams:
     def flush(self):
         flush(self.stdout, self.stderr, sys.stdout, sys.stderr)
 
+    def flush_own(self):
+        """Flushes the streams made here, not whatever the code put in
+        sys.stdout, whose flush may do anything (fork again, say)."""
+        flush(self.stdout, self.stderr)
+
 
 def write_quietly(stream, text):
     try:
@@ -451,18 +521,29 @@ class BackendFinder(importlib.abc.MetaPathFinder):
     MPLBACKEND names the module BACKEND; this finder builds it on import. It
     also restores the inherited MPLBACKEND once matplotlib has read it, so a
     `python3 plot.py` the code starts in a subprocess gets the usual Agg
-    instead of a module it cannot import.
+    instead of a module it cannot import, and it marks the figures the code
+    saves itself once matplotlib.figure is imported (see track_savefig).
     """
 
     def __init__(self, worker, inherited):
         self.worker = worker
         self.inherited = inherited
         self.busy = False
+        # What to do once a module is imported, by name.
+        self.after = {"matplotlib": self.restore_backend, "matplotlib.figure": track_savefig}
+
+    def restore_backend(self, module):
+        if os.environ.get("MPLBACKEND") == "module://" + BACKEND:
+            if self.inherited is None:
+                os.environ.pop("MPLBACKEND", None)
+            else:
+                os.environ["MPLBACKEND"] = self.inherited
 
     def find_spec(self, name, path, target=None):
         if name == BACKEND:
             return importlib.machinery.ModuleSpec(name, BackendLoader(self.worker))
-        if name != "matplotlib" or self.busy:
+        after = self.after.get(name)
+        if after is None or self.busy:
             return None
         self.busy = True
         try:
@@ -476,20 +557,40 @@ class BackendFinder(importlib.abc.MetaPathFinder):
             self.busy = False
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
             exec_module = spec.loader.exec_module
-            ours, inherited = "module://" + BACKEND, self.inherited
 
-            def exec_then_restore(module):
+            def exec_then(module):
                 try:
                     exec_module(module)
                 finally:
-                    if os.environ.get("MPLBACKEND") == ours:
-                        if inherited is None:
-                            os.environ.pop("MPLBACKEND", None)
-                        else:
-                            os.environ["MPLBACKEND"] = inherited
+                    after(module)
 
-            spec.loader.exec_module = exec_then_restore
+            spec.loader.exec_module = exec_then
         return spec
+
+
+def track_savefig(figure_module):
+    """Makes Figure.savefig remember that the code saved the figure itself,
+    so that a chart saved with plt.savefig("chart.png") and left open is not
+    saved again as figure_N.png. It is done on the Figure, not in terp's
+    backend, so it holds whatever backend the code switches to
+    (matplotlib.use("Agg") is common in scripts)."""
+    cls = getattr(figure_module, "Figure", None)
+    savefig = getattr(cls, "savefig", None)
+    if savefig is None:  # the import failed
+        return
+
+    @functools.wraps(savefig)
+    def savefig_and_mark(self, *args, **kwargs):
+        result = savefig(self, *args, **kwargs)
+        self._terp_saved = True
+        # savefig leaves the figure stale, having put back the dpi and
+        # colours it saved with, although what it drew is what the figure
+        # shows. Clearing the flag lets save_open_figures see a change made
+        # after the save: any artist's change marks the figure stale again.
+        self.stale = False
+        return result
+
+    cls.savefig = savefig_and_mark
 
 
 class BackendLoader(importlib.abc.Loader):
@@ -510,17 +611,7 @@ class BackendLoader(importlib.abc.Loader):
         def show(*args, **kwargs):
             save()
 
-        class FigureCanvas(FigureCanvasAgg):
-            """Agg, remembering that the code saved the figure itself, so
-            that a chart saved with plt.savefig("chart.png") is not saved
-            again as figure_N.png when it is left open."""
-
-            def print_figure(self, *args, **kwargs):
-                result = super().print_figure(*args, **kwargs)
-                self.figure._terp_saved = True
-                return result
-
-        module.FigureCanvas = FigureCanvas
+        module.FigureCanvas = FigureCanvasAgg
         module.FigureManager = FigureManagerBase
         module.show = show
 
@@ -578,9 +669,21 @@ def main():
     faulthandler.enable(file=diag, all_threads=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    chan = Channel(frames_fd)
+    chan = Channel(frames_fd, lambda msg: write_quietly(diag, "terp worker: %s\n" % msg))
     worker = Worker(chan, diag, devnull)
     worker.std.bind()
+
+    def in_forked_child():
+        worker.forked = True
+        chan.sever(devnull)
+        os.dup2(devnull, requests_fd, inheritable=False)
+
+    # Flushing before a fork leaves the child no buffered output of the
+    # parent's to print a second time.
+    os.register_at_fork(before=worker.std.flush_own, after_in_child=in_forked_child)
+    # A child that reaches the interpreter's exit anyway leaves before the
+    # std streams are flushed.
+    atexit.register(worker.exit_if_forked, 0)
     become_subreaper(worker.log)
     os.chdir(WORK_DIR)
     sys.path[0] = WORK_DIR  # not /work/.terp, this file's directory
@@ -593,7 +696,8 @@ def main():
     failed = prewarm_modules(prewarm)
     kill_descendants(worker.log)
     worker.std.flush()
-    chan.send_json(nonce, "ready", {
+    chan.begin(nonce)
+    chan.send_last(nonce, "ready", {
         "python": sys.version.split()[0],
         "pid": os.getpid(),
         "failed": failed,
@@ -601,7 +705,13 @@ def main():
     })
 
     with open(requests_fd, "rb") as requests:
-        for line in requests:
+        while True:
+            # A child forked in the tail of the last run must not take the
+            # next request.
+            worker.exit_if_forked(0)
+            line = requests.readline()
+            if not line:
+                break
             try:
                 req = json.loads(line)
                 run_nonce, code = req["nonce"], req["code"]
