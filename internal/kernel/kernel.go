@@ -160,6 +160,9 @@ func (k *Kernel) current() (*worker, string, error) {
 	if w != nil {
 		_ = w.awaitExit(exitWait)
 		notice = diedBetweenRunsNotice(w.exitStatus(), w.streamErr())
+		if why := w.stopReason(); why != "" {
+			notice = why + ". " + lostSession
+		}
 	}
 	w, err := k.replace(w)
 	return w, notice, err
@@ -382,6 +385,9 @@ func (k *Kernel) crashed(w *worker, s *runSink) (Result, error) {
 		return res, errClosed
 	}
 	res.Notice = crashNotice(code, streamErr)
+	if why := w.stopReason(); why != "" {
+		res.Notice = why + ". " + lostSession
+	}
 	if _, err := k.replace(w); err != nil {
 		return res, err
 	}

@@ -270,3 +270,25 @@ def processes():
                 names.append(os.path.basename(argv0))
     return sorted(names)
 `
+
+// A cell that grows /work past max_work_size is stopped by the sandbox, and
+// the model is told that, not a guess about memory.
+func TestWorkFullStopsTheCell(t *testing.T) {
+	t.Parallel()
+	sbx, err := testBackend.Create(t.Context(), sandbox.Options{Limits: sandbox.Limits{WorkBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sbx.Close(context.Background()) })
+	k := startKernel(t, sbx, Options{})
+	wantOK(t, run(t, k, "kept = 1\nopen('/work/kept.txt', 'w').write('file');"), "")
+	// At most 2 GiB, so that a watch that failed fails the test without
+	// filling the disk.
+	res := runWithin(t, k, "for n in range(512):\n    open(f'/work/fill{n}', 'wb').write(b'x' * (4 << 20))", time.Minute)
+	wantNotice(t, res.Notice, "past the sandbox's 16.0 MiB limit (max_work_size)", "Delete files", "all variables and imports were lost")
+	if strings.Contains(res.Notice, "memory") {
+		t.Errorf("the notice blames memory: %q", res.Notice)
+	}
+	// Cleaning up runs, over the limit as /work still is.
+	wantOK(t, run(t, k, "import glob, os\nfor p in glob.glob('/work/fill*'): os.remove(p)\nprint('clean')"), "clean\n")
+}

@@ -298,6 +298,15 @@ func (w *worker) exitStatus() int {
 	return w.exitCode
 }
 
+// stopReason is why the sandbox stopped the worker for breaking one of its
+// limits (a /work grown past max_work_size), or "".
+func (w *worker) stopReason() string {
+	if sr, ok := w.proc.(sandbox.StopReporter); ok {
+		return sr.StopReason()
+	}
+	return ""
+}
+
 // diagnostics is the tail of the worker's stderr, trimmed.
 func (w *worker) diagnostics() string {
 	w.mu.Lock()
