@@ -41,6 +41,7 @@ const (
 	DefaultMemoryBytes   = 2 << 30
 	DefaultProcesses     = 256
 	DefaultFileSizeBytes = 1 << 30
+	DefaultWorkBytes     = 4 << 30
 )
 
 // Labels terp puts on its containers and volumes, so that Resume and Prune
@@ -48,6 +49,7 @@ const (
 const (
 	labelID       = "dev.terp.sandbox"  // the sandbox id
 	labelTimeout  = "dev.terp.timeout"  // the lifetime, as a Go duration
+	labelWork     = "dev.terp.work"     // Limits.WorkBytes, in bytes
 	labelDeadline = "dev.terp.deadline" // the first deadline, RFC 3339
 )
 
@@ -355,6 +357,9 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 	if l.FileSizeBytes <= 0 {
 		l.FileSizeBytes = DefaultFileSizeBytes
 	}
+	if l.WorkBytes <= 0 {
+		l.WorkBytes = DefaultWorkBytes
+	}
 	id, err := newID()
 	if err != nil {
 		return nil, err
@@ -365,6 +370,7 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 		labelID:       id,
 		labelTimeout:  opt.Timeout.String(),
 		labelDeadline: deadline.Format(time.RFC3339),
+		labelWork:     strconv.FormatInt(l.WorkBytes, 10),
 	}
 	networkLabels(labels, opt.Network)
 	vol := volumeName(id)
@@ -470,7 +476,7 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 		cleanup(res.ID)
 		return nil, fmt.Errorf("start sandbox container: %w", err)
 	}
-	s := b.newSandbox(id, res.ID, opt.Timeout, deadline)
+	s := b.newSandbox(id, res.ID, opt.Timeout, deadline, l.WorkBytes)
 	s.egress = proxy
 	// A new volume's root belongs to root. The code runs as b.cfg.User,
 	// and root without capabilities cannot chown, but as the owner it can
@@ -527,7 +533,11 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
 		}
 	}
-	s := b.newSandbox(string(id), c.ID, timeout, deadline)
+	work, _ := strconv.ParseInt(c.Labels[labelWork], 10, 64)
+	if work <= 0 {
+		work = DefaultWorkBytes // a container made before the label existed
+	}
+	s := b.newSandbox(string(id), c.ID, timeout, deadline, work)
 	for attempt := 0; ; attempt++ {
 		err := s.signalAll(ctx, 9)
 		if err == nil {

@@ -66,6 +66,7 @@ const (
 	killCanceled
 	killStopped // Pause or Close
 	killSignal  // Process.Signal(SIGKILL)
+	killLimit   // /work grew past its limit (stopFor)
 )
 
 // execution is one command started through run.py.
@@ -80,8 +81,29 @@ type execution struct {
 
 	mu       sync.Mutex
 	reason   killReason
+	why      string // for killLimit, the words for the model
 	closed   bool
 	killOnce sync.Once
+}
+
+// stopFor kills the command for breaking a sandbox limit, keeping why.
+func (e *execution) stopFor(why string) {
+	e.mu.Lock()
+	if e.reason == killNone {
+		e.reason, e.why = killLimit, why
+	}
+	e.mu.Unlock()
+	e.kill(killLimit)
+}
+
+// stopReason is why stopFor killed the command, or "".
+func (e *execution) stopReason() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reason != killLimit {
+		return ""
+	}
+	return e.why
 }
 
 // launch starts cmd through run.py with its output going to stdout and
@@ -365,6 +387,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 		StdoutBytes: stdout.Total(),
 		StderrBytes: stderr.Total(),
 		TimedOut:    reason == killTimeout,
+		Stopped:     e.stopReason(),
 		Duration:    time.Since(start),
 	}
 	switch {
@@ -468,12 +491,18 @@ func (p *process) Wait() (int, error) {
 			p.err = fmt.Errorf("process killed: %w", context.Cause(p.ctx))
 		case reason == killStopped:
 			p.err = fmt.Errorf("sandbox %s was stopped while the process ran", p.e.s.id)
-		case reason == killSignal && code == -1:
+		case (reason == killSignal || reason == killLimit) && code == -1:
 			p.code = 128 + 9
 		}
 	})
 	return p.code, p.err
 }
+
+var _ sandbox.StopReporter = (*process)(nil)
+
+// StopReason says why the sandbox stopped the process for breaking one of
+// its limits, or "".
+func (p *process) StopReason() string { return p.e.stopReason() }
 
 // stdinWriter writes to the exec's stdin; Close half-closes the connection,
 // which the command reads as end of file.

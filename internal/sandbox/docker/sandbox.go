@@ -29,9 +29,13 @@ type Sandbox struct {
 	deadline time.Time
 	runs     map[*execution]struct{} // running commands, killed by Pause and Close
 	egress   *egress.Socket          // nil unless the network mode is allowlist
+	// The /work watch (workwatch.go): the limit, whether it runs, and
+	// whether a command started since it last looked.
+	workLimit         int64
+	watching, started bool
 }
 
-func (b *Backend) newSandbox(id, containerID string, timeout time.Duration, deadline time.Time) *Sandbox {
+func (b *Backend) newSandbox(id, containerID string, timeout time.Duration, deadline time.Time, workLimit int64) *Sandbox {
 	return &Sandbox{
 		b:           b,
 		id:          id,
@@ -39,6 +43,7 @@ func (b *Backend) newSandbox(id, containerID string, timeout time.Duration, dead
 		timeout:     timeout,
 		deadline:    deadline,
 		runs:        make(map[*execution]struct{}),
+		workLimit:   workLimit,
 	}
 }
 
@@ -70,6 +75,11 @@ func (s *Sandbox) track(e *execution) bool {
 		return false
 	}
 	s.runs[e] = struct{}{}
+	s.started = true
+	if !s.watching && s.workLimit > 0 {
+		s.watching = true
+		go s.watchWork()
+	}
 	return true
 }
 

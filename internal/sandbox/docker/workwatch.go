@@ -1,0 +1,69 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// /work is a Docker volume, which the local driver cannot size on most
+// filesystems, and it lives on the daemon's disk, often terp's own. So, as
+// the local backend does, a sandbox.WorkWatch measures it while commands
+// run (du in the container, as the code's user) and stops them when it has
+// grown past Limits.WorkBytes. A measurement is one exec, so the watch
+// looks at most once a second.
+
+// watchWork runs while the sandbox has commands, started by track.
+func (s *Sandbox) watchWork() {
+	sandbox.WorkWatch{
+		Limit:       s.workLimit,
+		MinInterval: time.Second,
+		MaxInterval: 10 * time.Second,
+		Measure:     s.workUsage,
+		Poll: func() (running, started bool) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			running, started = len(s.runs) > 0 && s.state == sandbox.Running, s.started
+			s.started = false
+			if !running {
+				s.watching = false
+			}
+			return running, started
+		},
+		Stop: func(why string) {
+			s.mu.Lock()
+			runs := make([]*execution, 0, len(s.runs))
+			for e := range s.runs {
+				runs = append(runs, e)
+			}
+			s.mu.Unlock()
+			for _, e := range runs {
+				go e.stopFor(why)
+			}
+		},
+	}.Run()
+}
+
+// workUsage is what /work holds on disk, as du counts it, or 0 when it
+// cannot be measured.
+func (s *Sandbox) workUsage() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	// du exits 1 for a directory it cannot read but still prints the total.
+	_, err := s.b.simpleExec(ctx, s.containerID, s.b.cfg.User, []string{"du", "-s", "-B1", "-x", sandbox.WorkDir}, nil, &out)
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) == 2 && f[1] == sandbox.WorkDir {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
