@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,6 +111,9 @@ func BenchmarkBwrapByHand(b *testing.B) {
 	for b.Loop() {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = []string{}
+		// As the sandbox's own uid when terp is root, as terp starts it.
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(s.meta.HostUID)}
 		out, err := cmd.Output()
 		if err != nil || string(out) != "1\n" {
 			b.Fatalf("bwrap = %q, %v", out, err)

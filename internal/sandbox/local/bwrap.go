@@ -182,8 +182,9 @@ func env() [][2]string {
 // with the path of bwrap. It is exactly what Exec and Start run, minus the
 // descriptors through which terp learns the sandbox's pid, applies limits
 // before the command starts and passes the seccomp filter (so running Argv by
-// hand gets no rlimits, cgroup or filter). It is exported for benchmarks and
-// for showing users what runs.
+// hand gets no rlimits, cgroup or filter); when terp is root it must run as
+// HostUID, as terp runs it. It is exported for benchmarks and for showing
+// users what runs.
 func (s *Sandbox) Argv(cmd []string, opt sandbox.ExecOptions) ([]string, error) {
 	return s.argv(cmd, opt, nil)
 }
