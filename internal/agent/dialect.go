@@ -39,7 +39,7 @@ func (a *Agent) request() llm.Request {
 
 // assistantMessage is the reply as it goes into the history.
 func (a *Agent) assistantMessage(reply llm.Response) llm.Message {
-	m := llm.Message{Role: llm.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls, Written: reply.Written}
+	m := reply.Message()
 	if a.cfg.SendReasoning {
 		m.Reasoning = reply.Reasoning
 	}

@@ -108,6 +108,14 @@ type Response struct {
 	Written string
 }
 
+// Message is the reply as it goes into the conversation's history, for the
+// next request: the answer and the calls, or the model's own text where its
+// calls were recovered from it. Reasoning is left out; a caller that sends
+// it back sets it.
+func (r Response) Message() Message {
+	return Message{Role: RoleAssistant, Content: r.Content, ToolCalls: r.ToolCalls, Written: r.Written}
+}
+
 // DeltaKind tells what a streamed Delta carries.
 type DeltaKind int
 

@@ -1,0 +1,184 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Recorded replies: testdata/replies holds one file per server behaviour,
+// NAME.sse for a streamed reply and NAME.json for a whole one, each a short
+// header of "# " lines (the server, the issue it comes from, what is odd
+// about it) up to a line "---", then the body exactly as the server sends
+// it, byte for byte (CRLF and all; the directory's .gitattributes keeps git
+// from touching them). NAME.golden beside it is what terp makes of it: the
+// normalized Response, and the messages the next request sends back after
+// the reply's calls were answered, or the error. Adding a server's quirk is
+// adding a file: run `go test ./internal/llm/ -run TestRecordedReplies
+// -update`, then read the golden file it wrote.
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/replies")
+
+// golden is what a recorded reply comes to.
+type golden struct {
+	Response *Response `json:"response,omitempty"`
+	// SentBack are the messages of the next request after the first user
+	// message, as they go on the wire: the reply, then "ok" for each call.
+	SentBack []json.RawMessage `json:"sent_back,omitempty"`
+	Error    *goldenError      `json:"error,omitempty"`
+}
+
+type goldenError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+func TestRecordedReplies(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "replies", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, path := range files {
+		ext := filepath.Ext(path)
+		if ext != ".sse" && ext != ".json" {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			body := recordedBody(t, path)
+			got := replay(t, body, ext == ".sse")
+			goldenPath := strings.TrimSuffix(path, ext) + ".golden"
+			checkGolden(t, goldenPath, got)
+		})
+	}
+	if n == 0 {
+		t.Fatal("no recorded replies in testdata/replies")
+	}
+}
+
+// recordedBody is the body of a recorded reply: what follows its header.
+func recordedBody(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(data) > 0 {
+		line, rest, _ := bytes.Cut(data, []byte("\n"))
+		data = rest
+		switch {
+		case string(bytes.TrimRight(line, "\r")) == "---":
+			return data
+		case !bytes.HasPrefix(line, []byte("#")):
+			t.Fatalf("%s: header line %q is neither a comment nor ---", path, line)
+		}
+	}
+	t.Fatalf("%s: no --- line ends the header", path)
+	return nil
+}
+
+// replay serves body as the answer to one request, then answers the
+// follow-up (the reply's calls answered with "ok") with a plain answer and
+// records what it was sent.
+func replay(t *testing.T, body []byte, stream bool) golden {
+	t.Helper()
+	var followUp []byte
+	var srv *server
+	srv = newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if srv.hits.Load() > 1 {
+			followUp, _ = io.ReadAll(r.Body)
+			jsonBody(200, `{"choices":[{"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}`)(w, r)
+			return
+		}
+		if stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		_, _ = w.Write(body)
+	})
+	c, _ := newTestClient(srv.URL, Config{Stream: stream, MaxRetries: -1})
+	req := Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "q"}}, Tools: []Tool{runPythonTool}, CodeTool: "run_python"}
+	r, err := c.Complete(context.Background(), req, nil)
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("Complete = %T %v, want an *Error or a Response", err, err)
+		}
+		return golden{Error: &goldenError{Kind: e.Kind.String(), Message: e.Error()}}
+	}
+	next := append(req.Messages, r.Message())
+	if r.Written == "" {
+		for _, call := range r.ToolCalls {
+			next = append(next, Message{Role: RoleTool, ToolCallID: call.ID, Content: "ok"})
+		}
+	}
+	req.Messages = next
+	if _, err := c.Complete(context.Background(), req, nil); err != nil {
+		t.Fatalf("the follow-up request: %v", err)
+	}
+	var sent struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(followUp, &sent); err != nil {
+		t.Fatalf("the follow-up request is not JSON: %v\n%s", err, followUp)
+	}
+	g := golden{Response: &r, SentBack: sent.Messages[1:]}
+	stableIDs(&g)
+	return g
+}
+
+// runPythonTool is the tool terp offers, as the recorded requests had it.
+var runPythonTool = Tool{
+	Name:        "run_python",
+	Description: "Run Python code.",
+	Parameters:  json.RawMessage(`{"type":"object","properties":{"code":{"type":"string"}},"required":["code"]}`),
+}
+
+// stableIDs puts the same placeholder for every id terp made up, in the
+// response and in what went back, so golden files do not change per run.
+func stableIDs(g *golden) {
+	for i := range g.Response.ToolCalls {
+		id := g.Response.ToolCalls[i].ID
+		if !synthPattern.MatchString(id) {
+			continue
+		}
+		stable := fmt.Sprintf("call_synthesized%d", i)
+		g.Response.ToolCalls[i].ID = stable
+		for j, m := range g.SentBack {
+			g.SentBack[j] = bytes.ReplaceAll(m, []byte(id), []byte(stable))
+		}
+	}
+}
+
+func checkGolden(t *testing.T, path string, got golden) {
+	t.Helper()
+	b, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, '\n')
+	if *update {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it, then read it)", err)
+	}
+	if !bytes.Equal(want, b) {
+		t.Errorf("%s differs (run with -update to rewrite it, then read the diff):\ngot:\n%s\nwant:\n%s", path, b, want)
+	}
+}
