@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ var sabotages = []struct{ name, code string }{
 	{"replaced by a symlink to /tmp", "shutil.rmtree(d)\nos.symlink('/tmp', d)"},
 	{"replaced by a symlink to /etc", "shutil.rmtree(d)\nos.symlink('/etc', d)"},
 	{"replaced by a dangling symlink", "shutil.rmtree(d)\nos.symlink('/nonexistent', d)"},
+	{"replaced by a symlink into /work", "shutil.rmtree(d)\nos.makedirs('/work/mine')\n" +
+		"for n in ('main.py', 'worker.py'):\n    open('/work/mine/' + n, 'w').write('mine')\nos.symlink('mine', d)"},
 	{"removed", "shutil.rmtree(d)"},
 	{"made read-only", "for n in os.listdir(d):\n    os.chmod(os.path.join(d, n), 0o555)\nos.chmod(d, 0o555)"},
 	{"its files replaced by directories", "for n in ('worker.py', 'main.py'):\n    p = os.path.join(d, n)\n" +
@@ -47,6 +50,7 @@ func TestInternalDirRepaired(t *testing.T) {
 				}
 				wantOK(t, run(t, k, "print('next')"), "next\n")
 				wantInternalDir(t, sbx, "worker.py")
+				wantMineKept(t, sbx)
 			})
 		}
 	})
@@ -68,9 +72,27 @@ func TestInternalDirRepaired(t *testing.T) {
 					t.Errorf("the next run: %+v, %v; want it to print next", res, err)
 				}
 				wantInternalDir(t, sbx, "main.py")
+				wantMineKept(t, sbx)
 			})
 		}
 	})
+}
+
+// wantMineKept fails if terp wrote its files through a link into the
+// code's own /work/mine.
+func wantMineKept(t testing.TB, sbx sandbox.Sandbox) {
+	t.Helper()
+	for _, n := range []string{"main.py", "worker.py"} {
+		rc, err := sbx.ReadFile(context.Background(), "/work/mine/"+n)
+		if err != nil {
+			continue // not this case
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(b) != "mine" {
+			t.Errorf("terp wrote its %s through the link, over /work/mine/%s", n, n)
+		}
+	}
 }
 
 // wantInternalDir fails unless /work/.terp is a directory holding file.

@@ -495,3 +495,21 @@ func TestListErrors(t *testing.T) {
 		t.Errorf("List of /work with a link to /: %+v %v", files, err)
 	}
 }
+
+// TestWriteThroughNoLink: a directory the code turned into a link inside
+// /work is not written through; terp's file would land over the code's.
+func TestWriteThroughNoLink(t *testing.T) {
+	b := newBackend(t)
+	s := create(t, b, sandbox.Options{})
+	res := run(t, s, "mkdir /work/mine && echo mine > /work/mine/main.py && ln -s mine /work/.terp", sandbox.ExecOptions{Timeout: time.Minute})
+	if res.ExitCode != 0 {
+		t.Fatalf("setup: %+v", res)
+	}
+	err := s.WriteFile(testCtx(t), "/work/.terp/main.py", strings.NewReader("terp's"))
+	if err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("WriteFile through the link = %v, want it refused", err)
+	}
+	if res := run(t, s, "cat /work/mine/main.py", sandbox.ExecOptions{Timeout: time.Minute}); res.Stdout != "mine\n" {
+		t.Errorf("/work/mine/main.py now holds %q", res.Stdout)
+	}
+}

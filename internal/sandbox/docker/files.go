@@ -64,11 +64,16 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	// (the code's business) is left alone; otherwise from WorkDir with the
 	// missing directories in the archive.
 	dest := path.Dir(p)
-	if _, err := s.b.cli.ContainerStatPath(ctx, s.containerID, client.ContainerStatPathOptions{Path: dest}); err != nil {
-		if !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("write file %s: %w", p, s.execError(ctx, err))
-		}
+	st, err := s.b.cli.ContainerStatPath(ctx, s.containerID, client.ContainerStatPathOptions{Path: dest})
+	switch {
+	case err != nil && !cerrdefs.IsNotFound(err):
+		return fmt.Errorf("write file %s: %w", p, s.execError(ctx, err))
+	case err != nil:
 		dest = sandbox.WorkDir
+	case st.Stat.Mode&fs.ModeSymlink != 0 || st.Stat.LinkTarget != "":
+		// The code made the directory a link (/work/.terp to /work/mine):
+		// terp's file would land over the code's, or a user's.
+		return fmt.Errorf("write file %s: %s is a symlink, and terp writes through no link", p, dest)
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(p, dest), "/")
 

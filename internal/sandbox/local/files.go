@@ -79,6 +79,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) (err err
 	defer root.Close()
 
 	dir := path.Dir(rel)
+	if err := noLinkOnPath(root, dir); err != nil {
+		return err
+	}
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -108,6 +111,32 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) (err err
 		_ = root.Remove(tmp)
 	}
 	return err
+}
+
+// noLinkOnPath refuses a directory on the way to a file that is a symlink.
+// os.Root keeps a link from leading out of /work, but one inside it (code
+// that made /work/.terp a link to /work/mine) would have terp write its
+// files over the code's, or a user's. Directories that do not exist yet
+// are made by MkdirAll.
+func noLinkOnPath(root *os.Root, dir string) error {
+	if dir == "." {
+		return nil
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		p := path.Join(parts[:i+1]...)
+		fi, err := root.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s/%s is a symlink, and terp writes through no link", sandbox.WorkDir, p)
+		}
+	}
+	return nil
 }
 
 // parents lists dir and the directories above it, up to but without the
