@@ -101,7 +101,7 @@ func (d *Downloads) Get(ctx context.Context, sbx sandbox.Sandbox, rel string) (s
 	if f, ok := src.(*os.File); ok {
 		n, used, err = copyHoles(ctx, dst, f, d.maxFile, budget)
 	} else {
-		n, used, err = copySparse(dst, ctxReader{ctx, src}, d.maxFile, budget)
+		n, used, err = copySparse(dst, sandbox.ContextReader(ctx, src), d.maxFile, budget)
 	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
@@ -174,19 +174,6 @@ func createTemp(root *os.Root, dir string) (string, *os.File, error) {
 	return "", nil, errors.New("no free temporary name")
 }
 
-// ctxReader stops a copy when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 // sparseFile is what copySparse writes to: an *os.File.
 type sparseFile interface {
 	io.WriterAt
@@ -255,7 +242,7 @@ func copyHoles(ctx context.Context, dst sparseFile, src *os.File, limit, budget 
 		if budget >= 0 {
 			left = budget - used
 		}
-		_, u, err := copyAt(dst, ctxReader{ctx, io.LimitReader(src, hole-data)}, data, hole, left)
+		_, u, err := copyAt(dst, sandbox.ContextReader(ctx, io.LimitReader(src, hole-data)), data, hole, left)
 		used += u
 		if err != nil {
 			return 0, used, err

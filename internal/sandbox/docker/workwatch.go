@@ -36,10 +36,7 @@ func (s *Sandbox) watchWork() {
 		},
 		Stop: func(why string) {
 			s.mu.Lock()
-			runs := make([]*execution, 0, len(s.runs))
-			for e := range s.runs {
-				runs = append(runs, e)
-			}
+			runs := s.runList()
 			s.mu.Unlock()
 			for _, e := range runs {
 				go e.stopFor(why)

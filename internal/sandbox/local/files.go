@@ -97,7 +97,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) (err err
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, ctxReader{ctx, r})
+	_, err = io.Copy(f, sandbox.ContextReader(ctx, r))
 	if err == nil {
 		err = s.chownNew(root, tmp)
 	}
@@ -147,19 +147,6 @@ func parents(dir string) []string {
 		out = append(out, d)
 	}
 	return out
-}
-
-// ctxReader stops a copy when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // ReadFile opens the file at p, which must be a regular file under /work

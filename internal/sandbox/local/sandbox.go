@@ -92,13 +92,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 // stopAll kills the running commands, waits for them to go and removes the
 // cgroup, which has to be empty to be removed.
 func (s *Sandbox) stopAll(ctx context.Context) error {
-	s.mu.Lock()
-	procs := make([]*proc, 0, len(s.procs))
-	for p := range s.procs {
-		procs = append(procs, p)
-	}
-	s.mu.Unlock()
-
+	procs := s.running()
 	for _, p := range procs {
 		p.kill(killStopped)
 	}
@@ -113,6 +107,17 @@ func (s *Sandbox) stopAll(ctx context.Context) error {
 		return s.cgroup.remove()
 	}
 	return nil
+}
+
+// running copies the set of running commands.
+func (s *Sandbox) running() []*proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	procs := make([]*proc, 0, len(s.procs))
+	for p := range s.procs {
+		procs = append(procs, p)
+	}
+	return procs
 }
 
 // track registers a started command so that Pause and Close can kill it. It

@@ -37,22 +37,12 @@ func (s *Sandbox) watchWork() {
 			}
 			return running, started
 		},
-		Stop: s.stopAllFor,
+		Stop: func(why string) {
+			for _, p := range s.running() {
+				p.stopFor(why)
+			}
+		},
 	}.Run()
-}
-
-// stopAllFor kills every running command of the sandbox, each remembering
-// why.
-func (s *Sandbox) stopAllFor(reason string) {
-	s.mu.Lock()
-	procs := make([]*proc, 0, len(s.procs))
-	for p := range s.procs {
-		procs = append(procs, p)
-	}
-	s.mu.Unlock()
-	for _, p := range procs {
-		p.stopFor(reason)
-	}
 }
 
 // workUsage is the disk /work takes: the blocks its files and directories
