@@ -29,22 +29,20 @@ type Sandbox struct {
 	deadline time.Time
 	runs     map[*execution]struct{} // running commands, killed by Pause and Close
 	egress   *egress.Socket          // nil unless the network mode is allowlist
-	// The /work watch (workwatch.go): the limit, whether it runs, and
-	// whether a command started since it last looked.
-	workLimit         int64
-	watching, started bool
+	watch    *sandbox.WorkWatch      // keeps /work under Limits.WorkBytes
 }
 
 func (b *Backend) newSandbox(id, containerID string, timeout time.Duration, deadline time.Time, workLimit int64) *Sandbox {
-	return &Sandbox{
+	s := &Sandbox{
 		b:           b,
 		id:          id,
 		containerID: containerID,
 		timeout:     timeout,
 		deadline:    deadline,
 		runs:        make(map[*execution]struct{}),
-		workLimit:   workLimit,
 	}
+	s.watch = s.newWorkWatch(workLimit)
+	return s
 }
 
 // ID is the sandbox's id, found in its container's dev.terp.sandbox label
@@ -75,11 +73,7 @@ func (s *Sandbox) track(e *execution) bool {
 		return false
 	}
 	s.runs[e] = struct{}{}
-	s.started = true
-	if !s.watching && s.workLimit > 0 {
-		s.watching = true
-		go s.watchWork()
-	}
+	s.watch.Started()
 	return true
 }
 

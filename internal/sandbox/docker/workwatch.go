@@ -17,22 +17,17 @@ import (
 // grown past Limits.WorkBytes. A measurement is one exec, so the watch
 // looks at most once a second.
 
-// watchWork runs while the sandbox has commands, started by track.
-func (s *Sandbox) watchWork() {
-	sandbox.WorkWatch{
-		Limit:       s.workLimit,
+// newWorkWatch makes the sandbox's watch; track tells it of every command.
+func (s *Sandbox) newWorkWatch(limit int64) *sandbox.WorkWatch {
+	return &sandbox.WorkWatch{
+		Limit:       limit,
 		MinInterval: time.Second,
 		MaxInterval: 10 * time.Second,
 		Measure:     s.workUsage,
-		Poll: func() (running, started bool) {
+		Running: func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			running, started = len(s.runs) > 0 && s.state == sandbox.Running, s.started
-			s.started = false
-			if !running {
-				s.watching = false
-			}
-			return running, started
+			return len(s.runs) > 0 && s.state == sandbox.Running
 		},
 		Stop: func(why string) {
 			s.mu.Lock()
@@ -42,7 +37,7 @@ func (s *Sandbox) watchWork() {
 				go e.stopFor(why)
 			}
 		},
-	}.Run()
+	}
 }
 
 // workUsage is what /work holds on disk, as du counts it, or 0 when it

@@ -305,6 +305,7 @@ func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
 		deadline: m.Deadline,
 		procs:    make(map[*proc]struct{}),
 	}
+	s.watch = s.newWorkWatch()
 	if m.Network.Mode == sandbox.NetworkAllowlist {
 		if s.egress, err = startEgress(dir, m.Network.Allow, b.cfg.EgressOptions); err != nil {
 			if cg != nil {

@@ -30,8 +30,7 @@ type Sandbox struct {
 	state    sandbox.State
 	deadline time.Time
 	procs    map[*proc]struct{} // running commands, killed by Pause and Close
-	watching bool               // watchWork runs
-	started  bool               // a command started since watchWork last looked
+	watch    *sandbox.WorkWatch // keeps /work under Limits.WorkBytes
 }
 
 // ID is the sandbox's id, also its directory name under Config.Root and the
@@ -129,11 +128,7 @@ func (s *Sandbox) track(p *proc) bool {
 		return false
 	}
 	s.procs[p] = struct{}{}
-	s.started = true
-	if !s.watching && s.meta.Limits.WorkBytes > 0 {
-		s.watching = true
-		go s.watchWork()
-	}
+	s.watch.Started()
 	return true
 }
 

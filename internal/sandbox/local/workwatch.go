@@ -20,29 +20,24 @@ import (
 // /work of many files costs a small share of a core; code writing fast can
 // overshoot the limit by what it writes in two intervals.
 
-// watchWork runs while the sandbox has commands, started by track.
-func (s *Sandbox) watchWork() {
-	sandbox.WorkWatch{
+// newWorkWatch makes the sandbox's watch; track tells it of every command.
+func (s *Sandbox) newWorkWatch() *sandbox.WorkWatch {
+	return &sandbox.WorkWatch{
 		Limit:       s.meta.Limits.WorkBytes,
 		MinInterval: 100 * time.Millisecond,
 		MaxInterval: 5 * time.Second,
 		Measure:     s.workUsage,
-		Poll: func() (running, started bool) {
+		Running: func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			running, started = len(s.procs) > 0 && s.state == sandbox.Running, s.started
-			s.started = false
-			if !running {
-				s.watching = false
-			}
-			return running, started
+			return len(s.procs) > 0 && s.state == sandbox.Running
 		},
 		Stop: func(why string) {
 			for _, p := range s.running() {
 				p.stopFor(why)
 			}
 		},
-	}.Run()
+	}
 }
 
 // workUsage is the disk /work takes: the blocks its files and directories
