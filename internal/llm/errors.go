@@ -101,6 +101,9 @@ type serverError struct {
 	// body is the whole error body, for the fields some servers add
 	// beside the message (llama.cpp's n_ctx).
 	body string
+	// retries is how many times the request was sent again before this
+	// answer, for the message.
+	retries int
 }
 
 func (e *serverError) Error() string {
@@ -296,6 +299,8 @@ func (c *Client) classify(model string, se *serverError) *Error {
 		e.Msg = fmt.Sprintf("The server at %s is busy, down or still loading the model%s. Try again in a moment.", c.base, c.afterRetries(se))
 	case se.streamed:
 		e.Msg = fmt.Sprintf("The server at %s failed while answering. Try again, and check the server's log if it keeps happening.", c.base)
+	case se.status == http.StatusInternalServerError:
+		e.Msg = fmt.Sprintf("The server at %s failed to answer%s. Check its message and its log.", c.base, c.afterRetries(se))
 	default:
 		e.Msg = fmt.Sprintf("The server at %s failed to answer. Check its message and its log.", c.base)
 	}
@@ -318,11 +323,17 @@ func (c *Client) authAdvice() string {
 // afterRetries tells how many retries were spent on a failure, since "try
 // again" reads differently after five attempts.
 func (c *Client) afterRetries(se *serverError) string {
-	n := c.retry.maxRetries
-	switch {
-	case n == 0 || se.streamed:
+	if se.streamed {
 		return ""
-	case n == 1:
+	}
+	return retriesText(se.retries)
+}
+
+func retriesText(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
 		return " (after 1 retry)"
 	default:
 		return fmt.Sprintf(" (after %d retries)", n)
@@ -343,7 +354,7 @@ func (c *Client) badResponse(err error) *Error {
 	e := &Error{Kind: KindBadResponse, Err: err}
 	var broken *brokenError
 	if errors.As(err, &broken) {
-		e.Msg = fmt.Sprintf("The reply from %s stopped before the model finished. Try again, and check the server's log if it keeps happening.", c.base)
+		e.Msg = fmt.Sprintf("The reply from %s stopped before the model finished%s. Try again, and check the server's log if it keeps happening.", c.base, retriesText(broken.retries))
 	} else {
 		e.Msg = fmt.Sprintf("The server at %s sent a reply that is not an OpenAI-compatible chat completion. Check that --base-url points to the API (it usually ends in /v1).", c.base)
 	}

@@ -12,13 +12,18 @@ import (
 // brokenError means a reply stopped before the model finished: the
 // connection dropped, or the stream ended with neither [DONE] nor a
 // finish_reason, which go-openai would have taken for a normal end.
-type brokenError struct{ err error }
+type brokenError struct {
+	err error
+	// retries is how many times the request was sent again before the
+	// reply that broke, for the message.
+	retries int
+}
 
 func (e *brokenError) Error() string {
 	if e.err == nil {
 		return "the stream ended before a finish_reason"
 	}
-	return "the stream broke off: " + e.err.Error()
+	return "the reply broke off: " + e.err.Error()
 }
 
 func (e *brokenError) Unwrap() error { return e.err }

@@ -449,14 +449,6 @@ func TestStreamErrors(t *testing.T) {
 		subs []string
 	}{
 		{
-			name: "ends without [DONE] and without finish_reason",
-			wire: `data: {"choices":[{"index":0,"delta":{"content":"The answ"},"finish_reason":null}]}
-
-`,
-			kind: KindBadResponse,
-			subs: []string{"stopped before the model finished"},
-		},
-		{
 			name: "error object in a data line",
 			wire: `data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}
 
@@ -523,14 +515,15 @@ data: {"message":"slot unavailable"}
 			_, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
 			wantError(t, err, tt.kind, tt.subs...)
 			if n := srv.hits.Load(); n != 1 {
-				t.Errorf("server got %d requests, want 1: a started reply is never retried", n)
+				t.Errorf("server got %d requests, want 1: an error the server reported is not retried", n)
 			}
 		})
 	}
 }
 
-// A connection that drops in the middle of a reply is a broken stream, and
-// is not retried: the user has already seen part of it.
+// A connection that drops in the middle of a reply, every time, is a broken
+// stream after every retry; the text that arrived is shown once, not once
+// per attempt.
 func TestStreamConnectionDropped(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -544,12 +537,12 @@ func TestStreamConnectionDropped(t *testing.T) {
 	c, _ := newTestClient(srv.URL, Config{Stream: true})
 	var deltas []Delta
 	_, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
-	wantError(t, err, KindBadResponse, "stopped before the model finished")
-	if n := srv.hits.Load(); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
+	wantError(t, err, KindBadResponse, "stopped before the model finished (after 4 retries)")
+	if n := srv.hits.Load(); n != 1+defaultRetries {
+		t.Errorf("server got %d requests, want %d", n, 1+defaultRetries)
 	}
 	if len(deltas) != 1 || deltas[0].Text != "Hel" {
-		t.Errorf("deltas = %+v, want the text that arrived before the drop", deltas)
+		t.Errorf("deltas = %+v, want the text that arrived before the drop, once", deltas)
 	}
 }
 
