@@ -20,9 +20,14 @@ type Config struct {
 	BaseURL string
 	// APIKey may be empty: local servers need none.
 	APIKey string
-	// APIKeyEnv names the environment variable the key came from (e.g.
-	// "GPUOS_API_KEY"); it is used only to tell the user what to set.
+	// APIKeyEnv names the environment variable a key is expected in
+	// besides TERP_API_KEY (e.g. "GPUOS_API_KEY"); it is used only to tell
+	// the user what to set.
 	APIKeyEnv string
+	// APIKeySource says where APIKey came from ("TERP_API_KEY", a config
+	// file), so that the message for a rejected key sends the user to the
+	// right place; when empty, it names the places a key may come from.
+	APIKeySource string
 	// Stream asks for the reply as a stream, so text reaches onDelta as it
 	// is generated.
 	Stream bool

@@ -29,9 +29,9 @@ import (
 //
 // A header line "# replay: ..." changes how the body is served, for what
 // a body alone cannot show (testdata/replies/README.md lists them):
-// "status N" answers with HTTP status N, and "cut" closes the connection
-// in the middle of a chunk of the chunked body, as a server or proxy that
-// dies does.
+// "status N" answers with HTTP status N, "key K" makes the client send the
+// key K from TERP_API_KEY, and "cut" closes the connection in the middle
+// of a chunk of the chunked body, as a server or proxy that dies does.
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/replies")
 
@@ -75,8 +75,9 @@ func TestRecordedReplies(t *testing.T) {
 
 // replayHow is what the "# replay:" lines of a header ask for.
 type replayHow struct {
-	status int  // the HTTP status; 200 when 0
-	cut    bool // close the connection in the middle of the body's chunk
+	status int    // the HTTP status; 200 when 0
+	key    string // the API key the client sends
+	cut    bool   // close the connection in the middle of the body's chunk
 }
 
 // recordedBody is the body of a recorded reply, what follows its header,
@@ -102,6 +103,8 @@ func recordedBody(t *testing.T, path string) ([]byte, replayHow) {
 				if _, err := fmt.Sscanf(directive[1], "%d", &how.status); err != nil {
 					t.Fatalf("%s: %q: %v", path, text, err)
 				}
+			case len(directive) == 2 && directive[0] == "key":
+				how.key = directive[1]
 			case len(directive) == 1 && directive[0] == "cut":
 				how.cut = true
 			default:
@@ -157,7 +160,11 @@ func replay(t *testing.T, body []byte, stream bool, how replayHow) golden {
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
 	})
-	c, _ := newTestClient(srv.URL, Config{Stream: stream, MaxRetries: -1})
+	cfg := Config{Stream: stream, MaxRetries: -1}
+	if how.key != "" {
+		cfg.APIKey, cfg.APIKeySource = how.key, "TERP_API_KEY"
+	}
+	c, _ := newTestClient(srv.URL, cfg)
 	req := Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "q"}}, Tools: []Tool{runPythonTool}, CodeTool: "run_python"}
 	r, err := c.Complete(context.Background(), req, nil)
 	if err != nil {

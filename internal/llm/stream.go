@@ -72,7 +72,7 @@ func readWhole(r io.Reader, a *assembler) error {
 	}
 	if present(rep.Error) {
 		msg, code := errorValue(rep.Error)
-		return &serverError{status: statusCode(code), message: msg}
+		return &serverError{status: statusCode(code), message: msg, inBody: true, body: string(body)}
 	}
 	if len(rep.Choices) == 0 {
 		return &garbledError{data: string(body), err: errors.New("no choices")}
