@@ -166,8 +166,8 @@ func diagnose(ctx context.Context, opts *doctorOptions) doctorReport {
 		r.add(localCheck(r.LocalServers, opts.local, cfg))
 	}
 
-	key, _ := cfg.APIKey()
-	client := llm.New(llm.Config{BaseURL: cfg.BaseURL, APIKey: key, APIKeyEnv: cfg.APIKeyEnv, Stream: cfg.Stream,
+	key, from := cfg.APIKey()
+	client := llm.New(llm.Config{BaseURL: cfg.BaseURL, APIKey: key, APIKeySource: from, APIKeyEnv: cfg.APIKeyEnv, Stream: cfg.Stream,
 		MaxRetries: 1, MaxBackoff: 2 * time.Second, HTTPClient: opts.http})
 	modelsOK := endpointAndModel(ctx, &r, client, cfg)
 	for i := range r.Checks {

@@ -93,12 +93,13 @@ func (f *Factory) Store() (*store.Store, error) {
 }
 
 func newModel(cfg *config.Config) agent.Completer {
-	key, _ := cfg.APIKey()
+	key, from := cfg.APIKey()
 	return llm.New(llm.Config{
-		BaseURL:   cfg.BaseURL,
-		APIKey:    key,
-		APIKeyEnv: cfg.APIKeyEnv,
-		Stream:    cfg.Stream,
+		BaseURL:      cfg.BaseURL,
+		APIKey:       key,
+		APIKeySource: from,
+		APIKeyEnv:    cfg.APIKeyEnv,
+		Stream:       cfg.Stream,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Config says which server to talk to and how patiently.
@@ -19,13 +20,19 @@ type Config struct {
 	BaseURL string
 	// APIKey may be empty: local servers need none.
 	APIKey string
-	// APIKeyEnv names the environment variable the key came from (e.g.
-	// "GPUOS_API_KEY"); it is used only to tell the user what to set.
+	// APIKeyEnv names the environment variable a key is expected in
+	// besides TERP_API_KEY (e.g. "GPUOS_API_KEY"); it is used only to tell
+	// the user what to set.
 	APIKeyEnv string
+	// APIKeySource says where APIKey came from ("TERP_API_KEY", a config
+	// file), so that the message for a rejected key sends the user to the
+	// right place; when empty, it names the places a key may come from.
+	APIKeySource string
 	// Stream asks for the reply as a stream, so text reaches onDelta as it
 	// is generated.
 	Stream bool
-	// MaxRetries bounds retries of transient failures: 0 means 4, a
+	// MaxRetries bounds the retries of one Complete call, of transient
+	// failures and of replies that broke off together: 0 means 4, a
 	// negative value means none.
 	MaxRetries int
 	// MaxBackoff caps the delay between retries, including one a server
@@ -76,6 +83,10 @@ func New(cfg Config) *Client {
 // part of the prompt (Qwen3 thinking models) shows its reasoning as content
 // until the </think> arrives; the Response has it right.
 //
+// A reply that breaks off before the model finished is asked for again, and
+// onDelta then receives only the text the broken reply did not already show
+// (see shownText).
+//
 // Errors are *Error values, except when ctx ends, which returns ctx.Err(),
 // and when a tool's Parameters are not valid JSON, a bug in the caller.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
@@ -86,6 +97,36 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	if err != nil {
 		return Response{}, fmt.Errorf("encode chat request: %w", err)
 	}
+	b := new(budget)
+	ctx = context.WithValue(ctx, budgetKey{}, b)
+	shown := &shownText{onDelta: onDelta}
+	for {
+		r, err := c.attempt(ctx, req, body, shown.filter())
+		if err == nil {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return Response{}, ctx.Err()
+		}
+		var broken *brokenError
+		if !errors.As(err, &broken) || b.spent >= c.retry.maxRetries {
+			return Response{}, c.finalError(req.Model, err, b.spent)
+		}
+		// A reply that broke off before the model finished is asked for
+		// again, like a 502: no tool ran on its account, and the text it
+		// already showed is not shown twice (see shownText).
+		d := c.retry.backoff(b.spent)
+		b.spent++
+		if err := c.retry.wait(ctx, d); err != nil {
+			return Response{}, err
+		}
+	}
+}
+
+// attempt sends the request once (the transport may retry it before a
+// reply starts) and reads the reply. Its errors are the raw causes; Complete
+// turns them into Errors.
+func (c *Client) attempt(ctx context.Context, req Request, body []byte, onDelta func(Delta)) (Response, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return Response{}, c.unreachable(err)
@@ -116,14 +157,74 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 		if msg == "" {
 			msg = resp.Status
 		}
-		return Response{}, c.classify(req.Model, &serverError{status: resp.StatusCode, message: msg, body: string(raw)})
+		return Response{}, &serverError{status: resp.StatusCode, message: msg, body: string(raw)}
 	}
+	return readReply(resp.Body, onDelta, newRecovery(req))
+}
 
-	r, err := readReply(resp.Body, onDelta, newRecovery(req))
-	if err != nil {
-		return Response{}, c.replyError(ctx, req.Model, err)
+// budget counts the retries one Complete call has spent, both the
+// transport's (a failed request sent again) and Complete's (a reply that
+// broke off asked for again), so that together they stay within MaxRetries
+// and back off as one sequence.
+type budget struct{ spent int }
+
+// budgetKey carries a *budget in a request's context to the transport,
+// which sees nothing else of the call it serves.
+type budgetKey struct{}
+
+// shownText remembers the text a call has passed to onDelta, so that when a
+// broken reply is asked for again the new reply's deltas skip what the
+// caller has already shown. The agent and the TUI append deltas to what
+// they show and have no way to take text back. A server sends the same text
+// again for the same request at temperature 0 or with a seed; when the new
+// reply differs, its deltas go on from where it first differs, and the
+// Response (and the agent's Answer event) carries the new reply whole, as it
+// does when a slow consumer dropped deltas.
+type shownText struct {
+	onDelta func(Delta)
+	// shown is what was shown of each kind, indexed by DeltaKind.
+	shown [2]strings.Builder
+}
+
+// filter returns the onDelta for one attempt: nil when the caller gave none,
+// else one that records what it shows and drops the part of each kind of
+// text that an earlier attempt showed already.
+func (s *shownText) filter() func(Delta) {
+	if s.onDelta == nil {
+		return nil
 	}
-	return r, nil
+	// at is how far into the text shown of each kind this attempt has
+	// come while it repeats it; -1 once it differs.
+	var at [2]int
+	return func(d Delta) {
+		k := min(int(d.Kind), 1)
+		shown, text := &s.shown[k], d.Text
+		if at[k] >= 0 && at[k] < shown.Len() {
+			old := shown.String()[at[k]:]
+			n := 0
+			for n < len(text) && n < len(old) && text[n] == old[n] {
+				n++
+			}
+			switch {
+			case n == len(text):
+				at[k] += n
+				return
+			case n == len(old):
+				at[k] += n
+			default:
+				for n > 0 && !utf8.RuneStart(text[n]) {
+					n--
+				}
+				at[k] = -1
+			}
+			text = text[n:]
+		}
+		if at[k] >= 0 {
+			at[k] += len(text)
+		}
+		shown.WriteString(text)
+		s.onDelta(Delta{Kind: d.Kind, Text: text})
+	}
 }
 
 // readReply reads a successful reply, streamed or whole, and recovers the
@@ -164,14 +265,21 @@ func readReply(body io.Reader, onDelta func(Delta), rec *recovery) (Response, er
 	return r, nil
 }
 
-// replyError turns a failure while reading a reply into an Error.
-func (c *Client) replyError(ctx context.Context, model string, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+// finalError turns the cause of a failed call into an Error, saying how
+// many retries were spent on it.
+func (c *Client) finalError(model string, err error, retries int) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
 	}
 	var se *serverError
 	if errors.As(err, &se) {
+		se.retries = retries
 		return c.classify(model, se)
+	}
+	var broken *brokenError
+	if errors.As(err, &broken) {
+		broken.retries = retries
 	}
 	return c.badResponse(err)
 }

@@ -17,10 +17,11 @@
 // a server that ignores the `stream` flag is still understood.
 //
 // Transient failures (connection errors, 429, 502, 503, 504, and a 500 that
-// names no lasting problem) are retried by a
-// wrapper around the http.Client's transport, the one place that still sees
-// the Retry-After header. A reply is never retried once its body has started,
-// since the caller may already have shown part of it.
+// names no lasting problem) are retried by a wrapper around the
+// http.Client's transport, which sees the Retry-After header. A reply that
+// breaks off before its finish_reason is asked for again by Complete, from
+// the same budget: a request runs no tools, so sending it again is safe,
+// and the deltas of the new reply skip the text the broken one showed.
 //
 // When the server has no parser for a model's tool-call format, the calls
 // arrive as text in the content. With Request.Dialect auto or text they are

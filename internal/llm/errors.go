@@ -62,7 +62,7 @@ func (k ErrorKind) String() string {
 type Error struct {
 	Kind ErrorKind
 	// Status is the HTTP status, or the code a server put in an error it
-	// streamed; 0 when there was none.
+	// streamed or sent as the body of a 200; 0 when there was none.
 	Status int
 	// Msg tells the user what to do, in one or two sentences.
 	Msg string
@@ -98,9 +98,15 @@ type serverError struct {
 	message string
 	// streamed tells that the error came inside a reply that had started.
 	streamed bool
+	// inBody tells that the error came as the body of a 200 reply, so
+	// status, if set, is only the code the body names.
+	inBody bool
 	// body is the whole error body, for the fields some servers add
 	// beside the message (llama.cpp's n_ctx).
 	body string
+	// retries is how many times the request was sent again before this
+	// answer, for the message.
+	retries int
 }
 
 func (e *serverError) Error() string {
@@ -111,6 +117,8 @@ func (e *serverError) Error() string {
 	switch {
 	case e.streamed:
 		return "the server reported mid-reply: " + msg
+	case e.inBody:
+		return "the server answered 200 OK with an error: " + msg
 	case e.status != 0:
 		return fmt.Sprintf("HTTP %d %s: %s", e.status, http.StatusText(e.status), msg)
 	default:
@@ -285,6 +293,10 @@ func (c *Client) classify(model string, se *serverError) *Error {
 	case se.status == http.StatusNotFound, strings.Contains(msg, "model") && containsAny(msg, modelMissing):
 		e.Kind = KindModelNotFound
 		e.Msg = fmt.Sprintf("The server at %s does not serve the model %q, or the base URL is wrong (it usually ends in /v1). List the models it serves with GET %s/models and pass one with --model.", c.base, model, c.base)
+	case se.inBody && (se.status == 0 || se.status >= 500):
+		// A 200 whose body is an error (OpenRouter, gateways): the code in
+		// it is the upstream's, and a retry or a wait is not known to help.
+		e.Msg = fmt.Sprintf("The server at %s answered with an error instead of a reply. Check its message, and the server's log.", c.base)
 	case se.status == http.StatusUnauthorized, se.status == http.StatusForbidden:
 		e.Kind = KindAuth
 		e.Msg = c.authAdvice()
@@ -296,33 +308,49 @@ func (c *Client) classify(model string, se *serverError) *Error {
 		e.Msg = fmt.Sprintf("The server at %s is busy, down or still loading the model%s. Try again in a moment.", c.base, c.afterRetries(se))
 	case se.streamed:
 		e.Msg = fmt.Sprintf("The server at %s failed while answering. Try again, and check the server's log if it keeps happening.", c.base)
+	case se.status == http.StatusInternalServerError && !se.inBody:
+		e.Msg = fmt.Sprintf("The server at %s failed to answer%s. Check its message and its log.", c.base, c.afterRetries(se))
 	default:
 		e.Msg = fmt.Sprintf("The server at %s failed to answer. Check its message and its log.", c.base)
 	}
 	return e
 }
 
-// authAdvice says which key was refused and where a key comes from, since
-// the usual cause is a key taken from the wrong variable, or none at all.
+// authAdvice says which key was refused and where it came from, since the
+// usual cause is a key taken from the wrong place, or none at all: telling
+// a user who set a key to set one sends them looking in the wrong place.
 func (c *Client) authAdvice() string {
-	vars := "TERP_API_KEY"
-	if c.cfg.APIKeyEnv != "" && c.cfg.APIKeyEnv != vars {
-		vars += " or " + c.cfg.APIKeyEnv
-	}
 	if c.cfg.APIKey == "" {
-		return fmt.Sprintf("The server at %s requires an API key and none was sent. Set %s.", c.base, vars)
+		return fmt.Sprintf("The server at %s requires an API key and none was sent. Set %s.", c.base, keyVars(c.cfg.APIKeyEnv))
 	}
-	return fmt.Sprintf("The server at %s refused the API key. Set %s to a valid key for this server.", c.base, vars)
+	if from := c.cfg.APIKeySource; from != "" {
+		return fmt.Sprintf("The server at %s rejected the API key from %s. Check that %s holds a valid key for this server.", c.base, from, from)
+	}
+	return fmt.Sprintf("The server at %s rejected the API key. Check that the key in %s is valid for this server.", c.base, keyVars(c.cfg.APIKeyEnv))
+}
+
+// keyVars names the variables a key may be set in.
+func keyVars(env string) string {
+	if env == "" || env == "TERP_API_KEY" {
+		return "TERP_API_KEY"
+	}
+	return "TERP_API_KEY or " + env
 }
 
 // afterRetries tells how many retries were spent on a failure, since "try
 // again" reads differently after five attempts.
 func (c *Client) afterRetries(se *serverError) string {
-	n := c.retry.maxRetries
-	switch {
-	case n == 0 || se.streamed:
+	if se.streamed {
 		return ""
-	case n == 1:
+	}
+	return retriesText(se.retries)
+}
+
+func retriesText(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
 		return " (after 1 retry)"
 	default:
 		return fmt.Sprintf(" (after %d retries)", n)
@@ -343,7 +371,7 @@ func (c *Client) badResponse(err error) *Error {
 	e := &Error{Kind: KindBadResponse, Err: err}
 	var broken *brokenError
 	if errors.As(err, &broken) {
-		e.Msg = fmt.Sprintf("The reply from %s stopped before the model finished. Try again, and check the server's log if it keeps happening.", c.base)
+		e.Msg = fmt.Sprintf("The reply from %s stopped before the model finished%s. Try again, and check the server's log if it keeps happening.", c.base, retriesText(broken.retries))
 	} else {
 		e.Msg = fmt.Sprintf("The server at %s sent a reply that is not an OpenAI-compatible chat completion. Check that --base-url points to the API (it usually ends in /v1).", c.base)
 	}

@@ -16,6 +16,7 @@ func TestErrorReplies(t *testing.T) {
 	tests := []struct {
 		name   string
 		key    string
+		source string // Config.APIKeySource
 		status int
 		body   string
 		kind   ErrorKind
@@ -25,7 +26,13 @@ func TestErrorReplies(t *testing.T) {
 			name: "401 with a key", key: "sk-wrong", status: 401,
 			body: `{"error":{"message":"Invalid API key","type":"invalid_request_error","code":"invalid_api_key"}}`,
 			kind: KindAuth,
-			subs: []string{"refused the API key", "Set TERP_API_KEY or GPUOS_API_KEY", "Invalid API key", "/v1"},
+			subs: []string{"rejected the API key", "the key in TERP_API_KEY or GPUOS_API_KEY", "Invalid API key", "/v1"},
+		},
+		{
+			name: "401 with a key from TERP_API_KEY", key: "sk-wrong", source: "TERP_API_KEY", status: 401,
+			body: `{"error":{"message":"Invalid API key","type":"invalid_request_error","code":"invalid_api_key"}}`,
+			kind: KindAuth,
+			subs: []string{"rejected the API key from TERP_API_KEY", "Check that TERP_API_KEY holds a valid key"},
 		},
 		{
 			name: "401 without a key", status: 401,
@@ -37,7 +44,7 @@ func TestErrorReplies(t *testing.T) {
 			name: "403", key: "sk-limited", status: 403,
 			body: `{"detail":"Not authenticated"}`,
 			kind: KindAuth,
-			subs: []string{"refused the API key", "Not authenticated"},
+			subs: []string{"rejected the API key", "Not authenticated"},
 		},
 		{
 			name: "404 model, vLLM", status: 404,
@@ -122,7 +129,7 @@ func TestErrorReplies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, jsonBody(tt.status, tt.body))
-			c, waits := newTestClient(srv.URL, Config{Stream: true, APIKey: tt.key, APIKeyEnv: "GPUOS_API_KEY"})
+			c, waits := newTestClient(srv.URL, Config{Stream: true, APIKey: tt.key, APIKeySource: tt.source, APIKeyEnv: "GPUOS_API_KEY"})
 			_, err := c.Complete(context.Background(), Request{Model: "qwen3-33b"}, nil)
 			e := wantError(t, err, tt.kind, tt.subs...)
 			if e.Status != tt.status {
@@ -130,6 +137,9 @@ func TestErrorReplies(t *testing.T) {
 			}
 			if !strings.Contains(e.Msg, srv.URL) && tt.kind != KindContextLength {
 				t.Errorf("Msg %q does not name the server", e.Msg)
+			}
+			if tt.key != "" && strings.Contains(e.Msg, "Set ") {
+				t.Errorf("Msg %q tells a user who sent a key to set one", e.Msg)
 			}
 			if n := srv.hits.Load(); n != 1 {
 				t.Errorf("server got %d requests, want 1 (waits %v)", n, waits.all())
@@ -224,5 +234,34 @@ func TestHTMLErrorPageBecomesOneLine(t *testing.T) {
 	want := "Error response Error response Message: Unsupported method ('GET')."
 	if got != want {
 		t.Errorf("errorMessage(HTML page) = %q, want %q", got, want)
+	}
+}
+
+// An error sent as the body of a 200, whole or as the first chunk of a
+// stream, is the server's message, not an HTTP 500 that never happened.
+func TestErrorIn200(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string
+	}{
+		{"whole body", jsonBody(200, `{"error":{"message":"Internal error in the upstream provider","code":500}}`),
+			"the server answered 200 OK with an error: Internal error in the upstream provider"},
+		{"as a chunk", sse("data: {\"error\":{\"message\":\"Internal error in the upstream provider\",\"code\":500}}\n\n"),
+			"the server reported mid-reply: Internal error in the upstream provider"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, tt.handler)
+			c, _ := newTestClient(srv.URL, Config{Stream: true})
+			_, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
+			e := wantError(t, err, KindServer, tt.want)
+			if strings.Contains(e.Error(), "HTTP 500") {
+				t.Errorf("error %q reports an HTTP status the server did not send", e)
+			}
+			if n := srv.hits.Load(); n != 1 {
+				t.Errorf("server got %d requests, want 1", n)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,12 @@ import (
 // the reply's calls were answered, or the error. Adding a server's quirk is
 // adding a file: run `go test ./internal/llm/ -run TestRecordedReplies
 // -update`, then read the golden file it wrote.
+//
+// A header line "# replay: ..." changes how the body is served, for what
+// a body alone cannot show (testdata/replies/README.md lists them):
+// "status N" answers with HTTP status N, "key K" makes the client send the
+// key K from TERP_API_KEY, and "cut" closes the connection in the middle
+// of a chunk of the chunked body, as a server or proxy that dies does.
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/replies")
 
@@ -55,8 +62,8 @@ func TestRecordedReplies(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			body := recordedBody(t, path)
-			got := replay(t, body, ext == ".sse")
+			body, how := recordedBody(t, path)
+			got := replay(t, body, ext == ".sse", how)
 			goldenPath := strings.TrimSuffix(path, ext) + ".golden"
 			checkGolden(t, goldenPath, got)
 		})
@@ -66,31 +73,71 @@ func TestRecordedReplies(t *testing.T) {
 	}
 }
 
-// recordedBody is the body of a recorded reply: what follows its header.
-func recordedBody(t *testing.T, path string) []byte {
+// replayHow is what the "# replay:" lines of a header ask for.
+type replayHow struct {
+	status int    // the HTTP status; 200 when 0
+	key    string // the API key the client sends
+	cut    bool   // close the connection in the middle of the body's chunk
+}
+
+// recordedBody is the body of a recorded reply, what follows its header,
+// and how to serve it.
+func recordedBody(t *testing.T, path string) ([]byte, replayHow) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var how replayHow
 	for len(data) > 0 {
 		line, rest, _ := bytes.Cut(data, []byte("\n"))
 		data = rest
+		text := string(bytes.TrimRight(line, "\r"))
 		switch {
-		case string(bytes.TrimRight(line, "\r")) == "---":
-			return data
-		case !bytes.HasPrefix(line, []byte("#")):
+		case text == "---":
+			return data, how
+		case strings.HasPrefix(text, "# replay:"):
+			directive := strings.Fields(strings.TrimPrefix(text, "# replay:"))
+			switch {
+			case len(directive) == 2 && directive[0] == "status":
+				if _, err := fmt.Sscanf(directive[1], "%d", &how.status); err != nil {
+					t.Fatalf("%s: %q: %v", path, text, err)
+				}
+			case len(directive) == 2 && directive[0] == "key":
+				how.key = directive[1]
+			case len(directive) == 1 && directive[0] == "cut":
+				how.cut = true
+			default:
+				t.Fatalf("%s: unknown directive %q", path, text)
+			}
+		case !strings.HasPrefix(text, "#"):
 			t.Fatalf("%s: header line %q is neither a comment nor ---", path, line)
 		}
 	}
 	t.Fatalf("%s: no --- line ends the header", path)
-	return nil
+	return nil, how
+}
+
+// serveCut writes body as one chunk of a chunked reply that announces more
+// than it holds, then closes the connection: the client reads the body and
+// then io.ErrUnexpectedEOF, as when a server dies mid-reply.
+func serveCut(t *testing.T, w http.ResponseWriter, status int, contentType string, body []byte) {
+	conn, rw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		t.Errorf("hijack: %v", err)
+		return
+	}
+	defer conn.Close()
+	fmt.Fprintf(rw, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n", status, http.StatusText(status), contentType)
+	fmt.Fprintf(rw, "%x\r\n", len(body)+64)
+	_, _ = rw.Write(body)
+	_ = rw.Flush()
 }
 
 // replay serves body as the answer to one request, then answers the
 // follow-up (the reply's calls answered with "ok") with a plain answer and
 // records what it was sent.
-func replay(t *testing.T, body []byte, stream bool) golden {
+func replay(t *testing.T, body []byte, stream bool, how replayHow) golden {
 	t.Helper()
 	var followUp []byte
 	var srv *server
@@ -100,14 +147,24 @@ func replay(t *testing.T, body []byte, stream bool) golden {
 			jsonBody(200, `{"choices":[{"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}`)(w, r)
 			return
 		}
+		contentType := "application/json"
 		if stream {
-			w.Header().Set("Content-Type", "text/event-stream")
-		} else {
-			w.Header().Set("Content-Type", "application/json")
+			contentType = "text/event-stream"
 		}
+		status := cmp.Or(how.status, http.StatusOK)
+		if how.cut {
+			serveCut(t, w, status, contentType, body)
+			return
+		}
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
 		_, _ = w.Write(body)
 	})
-	c, _ := newTestClient(srv.URL, Config{Stream: stream, MaxRetries: -1})
+	cfg := Config{Stream: stream, MaxRetries: -1}
+	if how.key != "" {
+		cfg.APIKey, cfg.APIKeySource = how.key, "TERP_API_KEY"
+	}
+	c, _ := newTestClient(srv.URL, cfg)
 	req := Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "q"}}, Tools: []Tool{runPythonTool}, CodeTool: "run_python"}
 	r, err := c.Complete(context.Background(), req, nil)
 	if err != nil {
@@ -115,7 +172,9 @@ func replay(t *testing.T, body []byte, stream bool) golden {
 		if !errors.As(err, &e) {
 			t.Fatalf("Complete = %T %v, want an *Error or a Response", err, err)
 		}
-		return golden{Error: &goldenError{Kind: e.Kind.String(), Message: e.Error()}}
+		// The server's address changes with every run.
+		msg := strings.ReplaceAll(e.Error(), srv.URL, "http://SERVER")
+		return golden{Error: &goldenError{Kind: e.Kind.String(), Message: msg}}
 	}
 	next := append(req.Messages, r.Message())
 	if r.Written == "" {

@@ -23,8 +23,9 @@ const (
 // retryTransport retries requests that failed before any reply started:
 // connection errors, and the statuses that mean "try again later". It wraps
 // the transport rather than the client because it needs the Retry-After
-// header, which no error value carries. Once a 2xx reply is handed on, it is
-// never retried: the caller may already have shown part of it.
+// header, which no error value carries. Once a 2xx reply is handed on, the
+// transport is done with it: a reply that breaks off later is asked for
+// again by Client.Complete, from the same budget of retries.
 type retryTransport struct {
 	base       http.RoundTripper
 	maxRetries int
@@ -77,7 +78,13 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	ctx := req.Context()
-	for attempt := 0; ; attempt++ {
+	// The retries of one Complete call share one budget with the retries
+	// of its broken replies; a request sent some other way has its own.
+	b, _ := ctx.Value(budgetKey{}).(*budget)
+	if b == nil {
+		b = new(budget)
+	}
+	for {
 		r := req
 		if getBody != nil {
 			r = req.Clone(ctx)
@@ -86,13 +93,14 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.base.RoundTrip(r)
-		if attempt == t.maxRetries || ctx.Err() != nil {
+		if b.spent >= t.maxRetries || ctx.Err() != nil {
 			return resp, err
 		}
-		d, again := t.delay(attempt, resp, err)
+		d, again := t.delay(b.spent, resp, err)
 		if !again {
 			return resp, err
 		}
+		b.spent++
 		if resp != nil {
 			drain(resp.Body)
 		}

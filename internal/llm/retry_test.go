@@ -294,3 +294,171 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// brokenThen answers the first n requests with a stream that stops after
+// "Hel", the connection closed without a finish_reason, then streams
+// "Hello." whole.
+func brokenThen(n int32) http.HandlerFunc {
+	var seen atomic.Int32
+	return func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) <= n {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n")
+			w.(http.Flusher).Flush()
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n"+
+			"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")(w, r)
+	}
+}
+
+// A reply that breaks off before the model finished is asked for again,
+// like a 502, and the caller sees its text once: the deltas of the new
+// reply skip what the broken one showed.
+func TestRetryBrokenStream(t *testing.T) {
+	srv := newServer(t, brokenThen(1))
+	c, waits := newTestClient(srv.URL, Config{Stream: true})
+	c.retry.jitter = func(d time.Duration) time.Duration { return d }
+	var deltas []Delta
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
+	if err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if got.Content != "Hello." || got.FinishReason != "stop" {
+		t.Errorf("Response = %+v", got)
+	}
+	if n := srv.hits.Load(); n != 2 {
+		t.Errorf("server got %d requests, want 2", n)
+	}
+	if w := waits.all(); !reflect.DeepEqual(w, []time.Duration{500 * time.Millisecond}) {
+		t.Errorf("waits = %v, want one backoff of 500ms", w)
+	}
+	want := []Delta{{DeltaContent, "Hel"}, {DeltaContent, "lo."}}
+	if !reflect.DeepEqual(deltas, want) {
+		t.Errorf("deltas = %+v, want %+v: nothing shown twice", deltas, want)
+	}
+}
+
+// A new reply that differs from the broken one goes on from where it first
+// differs; the Response is the new reply alone.
+func TestRetryBrokenStreamDiffers(t *testing.T) {
+	var seen atomic.Int32
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) == 1 {
+			brokenThen(1)(w, r)
+			return
+		}
+		sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Help\"},\"finish_reason\":\"stop\"}]}\n\n")(w, r)
+	})
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	var deltas []Delta
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
+	if err != nil || got.Content != "Help" {
+		t.Fatalf("Complete = %q, %v; want Help", got.Content, err)
+	}
+	want := []Delta{{DeltaContent, "Hel"}, {DeltaContent, "p"}}
+	if !reflect.DeepEqual(deltas, want) {
+		t.Errorf("deltas = %+v, want %+v", deltas, want)
+	}
+}
+
+// Retries of failed requests and of broken replies come out of one budget
+// and one backoff sequence.
+func TestRetryBudgetShared(t *testing.T) {
+	var seen atomic.Int32
+	broken := brokenThen(2)
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) <= 2 {
+			jsonBody(503, "busy")(w, r)
+			return
+		}
+		broken(w, r)
+	})
+	c, waits := newTestClient(srv.URL, Config{Stream: true})
+	c.retry.jitter = func(d time.Duration) time.Duration { return d }
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
+	if err != nil || got.Content != "Hello." {
+		t.Fatalf("Complete = %q, %v", got.Content, err)
+	}
+	if n := srv.hits.Load(); n != 5 {
+		t.Errorf("server got %d requests, want 5", n)
+	}
+	wantWaits := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+	if w := waits.all(); !reflect.DeepEqual(w, wantWaits) {
+		t.Errorf("waits = %v, want %v", w, wantWaits)
+	}
+
+	// One more failure than the budget holds: the broken reply is the
+	// error, and it says the retries were spent.
+	seen.Store(0)
+	srv2 := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) <= 2 {
+			jsonBody(503, "busy")(w, r)
+			return
+		}
+		brokenThen(100)(w, r)
+	})
+	c2, _ := newTestClient(srv2.URL, Config{Stream: true})
+	_, err = c2.Complete(context.Background(), Request{Model: "m"}, nil)
+	wantError(t, err, KindBadResponse, "stopped before the model finished (after 4 retries)")
+	if n := srv2.hits.Load(); n != 5 {
+		t.Errorf("server got %d requests, want 5", n)
+	}
+}
+
+// A whole reply whose body is cut short is asked for again too.
+func TestRetryCutWholeReply(t *testing.T) {
+	var seen atomic.Int32
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "500")
+			_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Hel`)
+			return
+		}
+		jsonBody(200, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Hello."},"finish_reason":"stop"}]}`)(w, r)
+	})
+	c, waits := newTestClient(srv.URL, Config{})
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
+	if err != nil || got.Content != "Hello." {
+		t.Fatalf("Complete = %q, %v", got.Content, err)
+	}
+	if n := srv.hits.Load(); n != 2 || len(waits.all()) != 1 {
+		t.Errorf("server got %d requests after %d waits, want 2 and 1", n, len(waits.all()))
+	}
+}
+
+// A reply whose finish arrived is whole, even when the connection then
+// breaks before [DONE]: it is not asked for again.
+func TestNoRetryAfterFinish(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Done.\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,")
+		w.(http.Flusher).Flush()
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	})
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
+	if err != nil || got.Content != "Done." {
+		t.Fatalf("Complete = %q, %v", got.Content, err)
+	}
+	if n := srv.hits.Load(); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+}
+
+// A 500 that persists is retried like a 503, and its message says so.
+func TestRetriesExhausted500(t *testing.T) {
+	srv := newServer(t, jsonBody(500, `{"error":{"message":"Internal error: worker died"}}`))
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	_, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
+	wantError(t, err, KindServer, "failed to answer (after 4 retries)", "worker died")
+	if n := srv.hits.Load(); n != 1+defaultRetries {
+		t.Errorf("server got %d requests, want %d", n, 1+defaultRetries)
+	}
+}

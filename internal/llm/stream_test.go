@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Each case is a stream as a server really writes it (QUIRKS.md), byte for
@@ -448,14 +449,6 @@ func TestStreamErrors(t *testing.T) {
 		subs []string
 	}{
 		{
-			name: "ends without [DONE] and without finish_reason",
-			wire: `data: {"choices":[{"index":0,"delta":{"content":"The answ"},"finish_reason":null}]}
-
-`,
-			kind: KindBadResponse,
-			subs: []string{"stopped before the model finished"},
-		},
-		{
 			name: "error object in a data line",
 			wire: `data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}
 
@@ -522,14 +515,15 @@ data: {"message":"slot unavailable"}
 			_, err := c.Complete(context.Background(), Request{Model: "m"}, nil)
 			wantError(t, err, tt.kind, tt.subs...)
 			if n := srv.hits.Load(); n != 1 {
-				t.Errorf("server got %d requests, want 1: a started reply is never retried", n)
+				t.Errorf("server got %d requests, want 1: an error the server reported is not retried", n)
 			}
 		})
 	}
 }
 
-// A connection that drops in the middle of a reply is a broken stream, and
-// is not retried: the user has already seen part of it.
+// A connection that drops in the middle of a reply, every time, is a broken
+// stream after every retry; the text that arrived is shown once, not once
+// per attempt.
 func TestStreamConnectionDropped(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -543,12 +537,77 @@ func TestStreamConnectionDropped(t *testing.T) {
 	c, _ := newTestClient(srv.URL, Config{Stream: true})
 	var deltas []Delta
 	_, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
-	wantError(t, err, KindBadResponse, "stopped before the model finished")
-	if n := srv.hits.Load(); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
+	wantError(t, err, KindBadResponse, "stopped before the model finished (after 4 retries)")
+	if n := srv.hits.Load(); n != 1+defaultRetries {
+		t.Errorf("server got %d requests, want %d", n, 1+defaultRetries)
 	}
 	if len(deltas) != 1 || deltas[0].Text != "Hel" {
-		t.Errorf("deltas = %+v, want the text that arrived before the drop", deltas)
+		t.Errorf("deltas = %+v, want the text that arrived before the drop, once", deltas)
+	}
+}
+
+// SSE framing as the specification has it (WHATWG HTML 9.2), and as servers
+// bend it: each case is read the same as one chunk per event would be.
+func TestStreamFraming(t *testing.T) {
+	const (
+		hi   = `{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`
+		stop = `{"choices":[{"index":0,"delta":{"content":" there."},"finish_reason":"stop"}]}`
+	)
+	want := Response{Content: "Hi there.", FinishReason: "stop"}
+	tests := []struct {
+		name string
+		wire string
+	}{
+		{"one chunk over several data lines", "data: {\"choices\":[{\"index\":0,\ndata: \"delta\":{\"content\":\"Hi\"},\ndata: \"finish_reason\":null}]}\n\ndata: " + stop + "\n\ndata: [DONE]\n\n"},
+		{"pretty-printed over data lines, CRLF", "data: {\r\ndata:   \"choices\": [{\"index\": 0, \"delta\": {\"content\": \"Hi\"}}]\r\ndata: }\r\n\r\ndata: " + stop + "\r\n\r\ndata: [DONE]\r\n\r\n"},
+		{"no blank lines between events", "data: " + hi + "\ndata: " + stop + "\ndata: [DONE]\n"},
+		{"a split chunk followed by another without a blank line", "data: {\"choices\":[{\"index\":0,\ndata: \"delta\":{\"content\":\"Hi\"}}]}\ndata: " + stop + "\n\n"},
+		{"lone CR line ends", "data: " + hi + "\r\rdata: " + stop + "\r\rdata: [DONE]\r\r"},
+		{"id, event and retry fields and comments", "retry: 1000\n: ping\nid: 1\nevent: message\ndata: " + hi + "\n\nid: 2\ndata: " + stop + "\n\n"},
+		{"no newline after the last event", "data: " + hi + "\n\ndata: " + stop},
+		{"a data line without a space", "data:" + hi + "\n\ndata:" + stop + "\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, sse(tt.wire))
+			c, _ := newTestClient(srv.URL, Config{Stream: true, MaxRetries: -1})
+			var deltas []Delta
+			got, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
+			if err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			checkResponse(t, got, want)
+			if len(deltas) != 2 || deltas[0].Text != "Hi" {
+				t.Errorf("deltas = %+v, want Hi, then the rest", deltas)
+			}
+		})
+	}
+}
+
+// A chunk that is complete JSON on its data line is passed on at once, not
+// held until the blank line: a server that leaves blank lines out would
+// otherwise show nothing until the end.
+func TestStreamChunkNotHeldBack(t *testing.T) {
+	release := make(chan struct{})
+	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(2 * time.Second):
+			t.Error("the first chunk was held back until the next line")
+		}
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n")
+	})
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, func(d Delta) {
+		if d.Text == "Hi" {
+			close(release)
+		}
+	})
+	if err != nil || got.Content != "Hi" {
+		t.Fatalf("Complete = %q, %v", got.Content, err)
 	}
 }
 
