@@ -166,3 +166,15 @@ func TestEchoedCallIsNotShown(t *testing.T) {
 		t.Errorf("response = %+v, want the text and one call", got)
 	}
 }
+
+// A model that shows its code in a ```python block and also calls the tool
+// with it keeps the block in its answer: that is prose, not call markup.
+func TestShownCodeIsNotAnEcho(t *testing.T) {
+	content := "I will run:\n```python\nprint(1)\n```"
+	r := Response{Content: content, ToolCalls: []ToolCall{{ID: "c", Name: "run_python", Arguments: `{"code":"print(1)"}`}}}
+	rec := newRecovery(Request{Tools: []Tool{runPythonTool}, CodeTool: "run_python", FencedCode: true})
+	rec.apply(&r)
+	if r.Content != content {
+		t.Errorf("content = %q, want the code block kept", r.Content)
+	}
+}

@@ -121,18 +121,20 @@ func (rec *recovery) apply(r *Response) {
 // also sent as tool calls: a server whose parser passes the model's text on
 // (LocalAI's vLLM backend, vLLM's gpt-oss parser before 0.10.2) sends the
 // same call twice, and sending both back shows the model two calls where it
-// made one. Text that holds any other call is left as it is.
+// made one. Text that holds any other call is left as it is, and so is a
+// ```python block: a model that shows the code it then calls is writing
+// prose, not call markup.
 func (rec *recovery) dropEchoes(r *Response) {
-	rest, calls, _ := rec.parse(r.Content)
-	if len(calls) == 0 || !echoes(calls, r.ToolCalls) {
+	rest, calls, format := rec.parse(r.Content)
+	if len(calls) == 0 || format == FormatPython || !echoes(calls, r.ToolCalls) {
 		return
 	}
 	r.Content = rest
 	if rec.guard != nil {
 		// The markup was held back from the deltas; what follows it was
 		// held with it and is shown when the reply ends.
-		held, heldCalls, _ := rec.parse(rec.guard.pending + rec.guard.held.String())
-		if len(heldCalls) > 0 {
+		held, heldCalls, heldFormat := rec.parse(rec.guard.pending + rec.guard.held.String())
+		if len(heldCalls) > 0 && heldFormat != FormatPython {
 			rec.guard.reset()
 			rec.guard.held.WriteString(held)
 		}

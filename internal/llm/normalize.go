@@ -192,16 +192,12 @@ func (c *callBuilder) mergeName(name string) {
 // call's whole arguments again: some servers end a call with a delta that
 // restates it, and appending would glue two JSON objects together.
 func (c *callBuilder) restates(args []byte) bool {
-	if len(c.args) == 0 {
-		return false
-	}
-	if bytes.Equal(args, c.args) {
-		return true
-	}
+	// Only a whole JSON value can restate a complete one: a piece that
+	// merely equals the text so far ("{" after "{") is appended.
 	if t := bytes.TrimLeft(args, " "); len(t) == 0 || (t[0] != '{' && t[0] != '[') || !c.mayBeComplete() {
 		return false
 	}
-	return sameJSON(decodeText(c.args), decodeText(args))
+	return bytes.Equal(args, c.args) || sameJSON(decodeText(c.args), decodeText(args))
 }
 
 // sameJSON reports whether a and b are the same JSON value, however they are
