@@ -221,11 +221,32 @@ func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Res
 	case ctx.Err() != nil:
 		res.StopReason = Cancelled
 		err = ctx.Err()
+		a.closeCancelled()
 	default:
 		res.StopReason = Errored
 		send(Failed{Err: err})
 	}
 	return res, err
+}
+
+// cancelledNote closes the history of a turn the user cancelled.
+const cancelledNote = "(cancelled by the user before an answer)"
+
+// closeCancelled ends a cancelled turn's history with a short assistant
+// note, unless it already ends with an answer. Without it the next question
+// would follow this one, or its tool results, directly, and some Mistral and
+// Llama chat templates reject a history whose user and assistant turns do
+// not alternate; the note also tells the model why the question went
+// unanswered.
+func (a *Agent) closeCancelled() {
+	n := len(a.history)
+	if n == 0 {
+		return
+	}
+	if last := a.history[n-1]; last.Role == llm.RoleSystem || (last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0) {
+		return
+	}
+	a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: cancelledNote})
 }
 
 func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Result, error) {

@@ -328,3 +328,81 @@ func TestPrewarmDoesNotDelayTheFirstModelRequest(t *testing.T) {
 		t.Fatalf("Ask = %+v, %v; want the prewarmed module imported by the first step", res, err)
 	}
 }
+
+// alternates checks that every user message after the first follows an
+// assistant answer, as some Mistral and Llama chat templates demand.
+func alternates(t *testing.T, req llmtest.Request) {
+	t.Helper()
+	var roles []string
+	for _, m := range req.Messages {
+		roles = append(roles, m.Role)
+	}
+	seenUser := false
+	for i, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		if seenUser {
+			prev := req.Messages[i-1]
+			if prev.Role != "assistant" || len(prev.ToolCalls) > 0 {
+				t.Errorf("message %d is a user message after %q: roles %v do not alternate", i, prev.Role, roles)
+			}
+		}
+		seenUser = true
+	}
+}
+
+// A question cancelled while the model was answering stays in the history
+// with a short note, so the next request still alternates user and
+// assistant.
+func TestCancelledQuestionKeepsTheHistoryAlternating(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := llmtest.New(t,
+		func(llmtest.Request) llmtest.Reply {
+			cancel() // the user presses Ctrl+C while the model thinks
+			return llmtest.Answer("too late")
+		},
+		func(req llmtest.Request) llmtest.Reply {
+			alternates(t, req)
+			return llmtest.Answer("4")
+		})
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	res, err := a.Ask(ctx, "first question", nil)
+	if !errors.Is(err, context.Canceled) || res.StopReason != agent.Cancelled {
+		t.Fatalf("Ask = %+v, %v; want cancelled", res, err)
+	}
+	res, err = a.Ask(context.Background(), "2+2?", nil)
+	if err != nil || res.Answer != "4" {
+		t.Fatalf("Ask after the cancel = %+v, %v", res, err)
+	}
+	msgs := s.Requests()[1].Messages
+	if len(msgs) != 4 || msgs[1].Content != "first question" || msgs[3].Content != "2+2?" || msgs[2].Role != "assistant" || !strings.Contains(msgs[2].Content, "cancelled") {
+		t.Errorf("history sent = %+v, want the cancelled question, a note, then the new question", msgs)
+	}
+}
+
+// A turn cancelled while its code ran ends with the tool results and the
+// note, so the next request still alternates.
+func TestCancelledRunKeepsTheHistoryAlternating(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("import time\ntime.sleep(300)")),
+		func(req llmtest.Request) llmtest.Reply {
+			alternates(t, req)
+			return llmtest.Answer("ok")
+		})
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := a.Ask(ctx, "wait", func(e agent.Event) {
+		if _, ok := e.(agent.ToolCall); ok {
+			time.AfterFunc(300*time.Millisecond, cancel)
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ask = %v, want cancelled", err)
+	}
+	if _, err := a.Ask(context.Background(), "and now?", nil); err != nil {
+		t.Fatal(err)
+	}
+}

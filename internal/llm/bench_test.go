@@ -48,3 +48,23 @@ func BenchmarkReadStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadStreamRepeatedName is the same reply from a server that
+// repeats the id and the whole name on every tool-call delta (MiniMax on
+// NIM, Fireworks): telling a repeat from a new call must not cost a decode
+// of the arguments so far on every delta.
+func BenchmarkReadStreamRepeatedName(b *testing.B) {
+	wire := bytes.ReplaceAll(benchStream(), []byte(`{"index":0,"function":{"arguments"`),
+		[]byte(`{"index":0,"id":"chatcmpl-tool-1","type":"function","function":{"name":"run_python","arguments"`))
+	b.SetBytes(int64(len(wire)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := readReply(bufio.NewReader(bytes.NewReader(wire)), nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(r.ToolCalls) != 1 || r.ToolCalls[0].Name != "run_python" {
+			b.Fatalf("unexpected reply: %+v", r.ToolCalls)
+		}
+	}
+}

@@ -59,6 +59,9 @@ type recovery struct {
 	tools    map[string]bool
 	codeTool string
 	fenced   bool
+	// guard is the stream's callGuard, if any, whose held text dropEchoes
+	// corrects.
+	guard *callGuard
 }
 
 // newRecovery returns the recovery req asks for, or nil when calls written
@@ -81,7 +84,11 @@ func newRecovery(req Request) *recovery {
 // none: the calls become ToolCalls with synthesized ids, and the text they
 // were written in is removed from Content.
 func (rec *recovery) apply(r *Response) {
-	if rec == nil || len(r.ToolCalls) > 0 || r.Content == "" {
+	if rec == nil || r.Content == "" {
+		return
+	}
+	if len(r.ToolCalls) > 0 {
+		rec.dropEchoes(r)
 		return
 	}
 	rest, calls, format := rec.parse(r.Content)
@@ -108,6 +115,48 @@ func (rec *recovery) apply(r *Response) {
 	if r.FinishReason == "stop" {
 		r.FinishReason = "tool_calls"
 	}
+}
+
+// dropEchoes cuts from r's content the calls it writes out that the server
+// also sent as tool calls: a server whose parser passes the model's text on
+// (LocalAI's vLLM backend, vLLM's gpt-oss parser before 0.10.2) sends the
+// same call twice, and sending both back shows the model two calls where it
+// made one. Text that holds any other call is left as it is, and so is a
+// ```python block: a model that shows the code it then calls is writing
+// prose, not call markup.
+func (rec *recovery) dropEchoes(r *Response) {
+	rest, calls, format := rec.parse(r.Content)
+	if len(calls) == 0 || format == FormatPython || !echoes(calls, r.ToolCalls) {
+		return
+	}
+	r.Content = rest
+	if rec.guard != nil {
+		// The markup was held back from the deltas; what follows it was
+		// held with it and is shown when the reply ends.
+		held, heldCalls, heldFormat := rec.parse(rec.guard.pending + rec.guard.held.String())
+		if len(heldCalls) > 0 && heldFormat != FormatPython {
+			rec.guard.reset()
+			rec.guard.held.WriteString(held)
+		}
+	}
+}
+
+// echoes reports whether every call written in the text is one of the calls
+// the server sent: the same function with the same arguments.
+func echoes(written, sent []ToolCall) bool {
+	for _, w := range written {
+		found := false
+		for _, s := range sent {
+			if w.Name == s.Name && (w.Arguments == s.Arguments || sameJSON(w.Arguments, s.Arguments)) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // span is text to cut from a reply, with the calls it holds (none for the

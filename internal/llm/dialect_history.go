@@ -63,6 +63,51 @@ func textForm(msgs []Message, all bool) []Message {
 	return out
 }
 
+// withoutEchoes cuts, from assistant messages that carry tool calls, the same
+// calls written out in the content: a history saved before Response.Message
+// dropped such echoes (see dropEchoes) would otherwise show the model each
+// of those calls twice. The messages are copied only when one changes.
+func withoutEchoes(msgs []Message, tools []Tool) []Message {
+	var rec *recovery
+	out := msgs
+	for i, m := range msgs {
+		if m.Role != RoleAssistant || len(m.ToolCalls) == 0 || m.Written != "" || !mayHoldCall(m.Content) {
+			continue
+		}
+		if rec == nil {
+			rec = &recovery{tools: make(map[string]bool, len(tools))}
+			for _, t := range tools {
+				rec.tools[t.Name] = true
+			}
+		}
+		r := Response{Content: m.Content, ToolCalls: m.ToolCalls}
+		rec.dropEchoes(&r)
+		if r.Content == m.Content {
+			continue
+		}
+		if &out[0] == &msgs[0] {
+			out = append([]Message(nil), msgs...)
+		}
+		out[i].Content = r.Content
+	}
+	return out
+}
+
+// mayHoldCall is a cheap test that content may hold a call written as text,
+// so that the history of every request is not parsed again.
+func mayHoldCall(content string) bool {
+	if strings.TrimSpace(content) == "" {
+		return false
+	}
+	for _, m := range callMarkers {
+		if strings.Contains(content, m) {
+			return true
+		}
+	}
+	t := strings.TrimSpace(content)
+	return t[0] == '{' || t[0] == '['
+}
+
 func hasWritten(msgs []Message) bool {
 	for _, m := range msgs {
 		if m.Written != "" {

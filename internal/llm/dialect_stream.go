@@ -29,6 +29,7 @@ func newCallGuard(rec *recovery) *callGuard {
 	if rec.fenced {
 		g.markers = append(append([]string(nil), callMarkers...), codeMarker)
 	}
+	rec.guard = g
 	return g
 }
 

@@ -111,7 +111,10 @@ type Response struct {
 // Message is the reply as it goes into the conversation's history, for the
 // next request: the answer and the calls, or the model's own text where its
 // calls were recovered from it. Reasoning is left out; a caller that sends
-// it back sets it.
+// it back sets it. A call that came as the legacy function_call field goes
+// back as a tool call with the id terp gave it: servers that still send the
+// old field accept tool_calls in a request, and the tool message needs an
+// id to answer.
 func (r Response) Message() Message {
 	return Message{Role: RoleAssistant, Content: r.Content, ToolCalls: r.ToolCalls, Written: r.Written}
 }

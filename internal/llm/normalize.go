@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 )
 
@@ -19,9 +21,14 @@ type assembler struct {
 	guard     *callGuard
 	content   strings.Builder
 	reasoning strings.Builder
-	calls     []*callBuilder
-	finish    string
-	usage     Usage
+	// contentText and reasoningText hold back a character cut between two
+	// chunks until it is whole.
+	contentText, reasoningText textDecoder
+	calls                      []*callBuilder
+	// legacy is the call a stream sends as function_call deltas.
+	legacy *callBuilder
+	finish string
+	usage  Usage
 }
 
 // callBuilder is one tool call while its pieces arrive.
@@ -29,7 +36,10 @@ type callBuilder struct {
 	index    int
 	hasIndex bool
 	id, name string
-	args     strings.Builder
+	// args are the pieces of the arguments joined as they came, still
+	// escaped: they are decoded once the call is complete, so that a
+	// character cut between two pieces comes out whole.
+	args []byte
 }
 
 // add takes one decoded reply: a stream chunk, or a whole completion when
@@ -42,9 +52,13 @@ func (a *assembler) add(r *reply, whole bool) {
 			m = choice.Message
 		}
 		if m != nil {
-			a.text(DeltaReasoning, m.reasoningText())
-			if m.Content != "" {
-				a.think.feed(string(m.Content), a.segment)
+			if r := m.reasoningText(); len(r) > 0 {
+				a.text(DeltaReasoning, a.reasoningText.decode(r))
+			}
+			if len(m.Content) > 0 {
+				if s := a.contentText.decode(m.Content); s != "" {
+					a.think.feed(s, a.segment)
+				}
 			}
 			for i := range m.ToolCalls {
 				if whole {
@@ -52,6 +66,9 @@ func (a *assembler) add(r *reply, whole bool) {
 				} else {
 					a.mergeCall(&m.ToolCalls[i])
 				}
+			}
+			if m.FunctionCall != nil {
+				a.mergeLegacy(m.FunctionCall, whole)
 			}
 		}
 		if choice.FinishReason != "" {
@@ -119,6 +136,19 @@ func (a *assembler) mergeCall(tc *replyToolCall) {
 	a.calls = append(a.calls, newCall(tc))
 }
 
+// mergeLegacy adds a function_call, the one call of the legacy API: a
+// whole reply's is complete, a stream's continues over its deltas, which
+// carry neither id nor index.
+func (a *assembler) mergeLegacy(f *replyFunction, whole bool) {
+	tc := replyToolCall{Function: *f}
+	if whole || a.legacy == nil {
+		a.legacy = newCall(&tc)
+		a.calls = append(a.calls, a.legacy)
+		return
+	}
+	a.legacy.merge(&tc)
+}
+
 func newCall(tc *replyToolCall) *callBuilder {
 	c := new(callBuilder)
 	c.merge(tc)
@@ -134,19 +164,61 @@ func (c *callBuilder) merge(tc *replyToolCall) {
 	if c.id == "" {
 		c.id = string(tc.ID)
 	}
-	if c.name == "" {
-		c.name = string(tc.Function.Name)
+	c.mergeName(string(tc.Function.Name))
+	args := tc.Function.Arguments
+	if len(args) > 0 && !c.restates(args) {
+		c.args = append(c.args, args...)
 	}
-	c.args.WriteString(string(tc.Function.Arguments))
+}
+
+// mergeName adds a name piece. Most servers send the name once; Gemini and
+// LM Studio cut it in pieces ("run_", then "python"), which are joined;
+// MiniMax on NIM and Fireworks repeat the whole name on every delta, which
+// must not double it. A piece equal to the whole name so far is taken for a
+// repeat, and so is any name once the arguments have begun: a name is
+// complete before its arguments start.
+func (c *callBuilder) mergeName(name string) {
+	switch {
+	case name == "" || name == c.name || len(c.args) > 0:
+	case c.name == "" || strings.HasPrefix(name, c.name):
+		// The first piece, or a name restated as it grows.
+		c.name = name
+	default:
+		c.name += name
+	}
+}
+
+// restates reports whether args, the arguments of a new entry, are the
+// call's whole arguments again: some servers end a call with a delta that
+// restates it, and appending would glue two JSON objects together.
+func (c *callBuilder) restates(args []byte) bool {
+	// Only a whole JSON value can restate a complete one: a piece that
+	// merely equals the text so far ("{" after "{") is appended.
+	if t := bytes.TrimLeft(args, " "); len(t) == 0 || (t[0] != '{' && t[0] != '[') || !c.mayBeComplete() {
+		return false
+	}
+	return bytes.Equal(args, c.args) || sameJSON(decodeText(c.args), decodeText(args))
+}
+
+// sameJSON reports whether a and b are the same JSON value, however they are
+// spaced or escaped.
+func sameJSON(a, b string) bool {
+	var va, vb any
+	if json.Unmarshal([]byte(a), &va) != nil || json.Unmarshal([]byte(b), &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // target finds the call a streamed entry continues, or returns nil when it
 // starts a new one. The index alone cannot be trusted: Ollama has omitted it,
-// and has sent 0 for every one of several parallel calls.
+// and has sent 0 for every one of several parallel calls. Nor can the id:
+// Xinference gives every call of a reply the same one, and only the index
+// tells them apart.
 func (a *assembler) target(tc *replyToolCall) *callBuilder {
 	if id := string(tc.ID); id != "" {
 		for _, c := range a.calls {
-			if c.id == id {
+			if c.id == id && (tc.Index == nil || !c.hasIndex || c.index == *tc.Index) {
 				return c
 			}
 		}
@@ -165,9 +237,14 @@ func (a *assembler) target(tc *replyToolCall) *callBuilder {
 		return nil
 	}
 	// Without ids, a name arriving for a call whose arguments are already
-	// complete can only be the next call (ids missing and index 0 for all).
-	if tc.Function.Name != "" && c.name != "" && c.complete() {
-		return nil
+	// complete can only be the next call (ids missing and index 0 for all),
+	// unless it restates this one: the same name with no arguments, or the
+	// same arguments again.
+	if name := string(tc.Function.Name); name != "" && c.name != "" && c.complete() {
+		args := tc.Function.Arguments
+		if name != c.name || (len(args) > 0 && !c.restates(args)) {
+			return nil
+		}
 	}
 	return c
 }
@@ -190,14 +267,29 @@ func (a *assembler) callAt(i int) *callBuilder {
 	return nil
 }
 
+// mayBeComplete is a cheap test that the arguments may already be a JSON
+// value: they end in a closing bracket. It spares decoding them on every
+// delta of a server that repeats the name on each one.
+func (c *callBuilder) mayBeComplete() bool {
+	t := bytes.TrimRight(c.args, " ")
+	return len(t) > 0 && (t[len(t)-1] == '}' || t[len(t)-1] == ']')
+}
+
 // complete reports whether the arguments so far already form a JSON value.
 func (c *callBuilder) complete() bool {
-	args := strings.TrimSpace(c.args.String())
+	if !c.mayBeComplete() {
+		return false
+	}
+	args := strings.TrimSpace(decodeText(c.args))
 	return args != "" && json.Valid([]byte(args))
 }
 
 // response finishes the reply and returns it normalized.
 func (a *assembler) response() Response {
+	a.text(DeltaReasoning, a.reasoningText.flush())
+	if rest := a.contentText.flush(); rest != "" {
+		a.think.feed(rest, a.segment)
+	}
 	a.think.flush(a.segment)
 	r := Response{
 		Content:      strings.TrimRight(a.content.String(), " \t\r\n"),
@@ -205,14 +297,18 @@ func (a *assembler) response() Response {
 		FinishReason: a.finish,
 		Usage:        a.usage,
 	}
+	seen := make(map[string]bool, len(a.calls))
 	for _, c := range a.calls {
-		if c.name == "" && c.args.Len() == 0 {
+		if c.name == "" && len(c.args) == 0 {
 			continue
 		}
-		call := ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()}
-		if call.ID == "" {
+		call := ToolCall{ID: c.id, Name: c.name, Arguments: unwrapArguments(decodeText(c.args))}
+		// Each call needs an id of its own: the tool messages answer calls
+		// by id, and servers reject a history where two calls share one.
+		if call.ID == "" || seen[call.ID] {
 			call.ID = newCallID()
 		}
+		seen[call.ID] = true
 		if strings.TrimSpace(call.Arguments) == "" {
 			call.Arguments = "{}"
 		}
@@ -220,6 +316,10 @@ func (a *assembler) response() Response {
 	}
 	if r.Usage.TotalTokens == 0 {
 		r.Usage.TotalTokens = r.Usage.PromptTokens + r.Usage.CompletionTokens
+	}
+	if r.FinishReason == "function_call" && len(r.ToolCalls) > 0 {
+		// The legacy API's reason for what is now a tool call.
+		r.FinishReason = "tool_calls"
 	}
 	if r.FinishReason == "" {
 		r.FinishReason = "stop"
@@ -235,6 +335,25 @@ func (a *assembler) response() Response {
 		r.ReasoningAsAnswer = true
 	}
 	return r
+}
+
+// unwrapArguments returns the object a double-encoded arguments text holds:
+// some models and proxies (Qwen2.5 on vLLM and Ollama) send the arguments as
+// a JSON string whose text is the JSON object, "\"{\\\"code\\\": ...}\"".
+// Anything else is returned as it is.
+func unwrapArguments(args string) string {
+	t := strings.TrimSpace(args)
+	if len(t) < 2 || t[0] != '"' {
+		return args
+	}
+	var inner string
+	if json.Unmarshal([]byte(t), &inner) != nil {
+		return args
+	}
+	if in := strings.TrimSpace(inner); in != "" && in[0] == '{' && json.Valid([]byte(in)) {
+		return inner
+	}
+	return args
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

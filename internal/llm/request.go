@@ -26,7 +26,7 @@ func (c *Client) wireRequest(req Request) openai.ChatCompletionRequest {
 	if c.cfg.Stream {
 		w.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
-	for _, m := range textForm(req.Messages, req.Dialect == DialectText) {
+	for _, m := range textForm(withoutEchoes(req.Messages, req.Tools), req.Dialect == DialectText) {
 		w.Messages = append(w.Messages, wireMessage(m))
 	}
 	if req.Dialect == DialectText {
@@ -71,10 +71,14 @@ func wireMessage(m Message) openai.ChatCompletionMessage {
 
 // wireArguments makes a call's arguments safe to send back in the history.
 // Servers parse them: Ollama rejects "" and anything but an object, and vLLM
-// fails the whole request on invalid JSON. The model's own text may be
-// neither (the agent answered such a call with an error), so it is sent
+// fails the whole request on invalid JSON. Arguments double-encoded as a
+// string that holds the object go back as the object. The model's own text
+// may be neither (the agent answered such a call with an error), so it is sent
 // wrapped in an object that keeps it readable.
 func wireArguments(args string) string {
+	// A history saved before the assembler unwrapped double-encoded
+	// arguments may still hold them.
+	args = unwrapArguments(args)
 	trimmed := strings.TrimSpace(args)
 	if trimmed == "" {
 		return "{}"

@@ -156,3 +156,56 @@ func TestHTTPClientNotModified(t *testing.T) {
 		t.Errorf("retries wrap %T, want http.DefaultTransport", c.retry.base)
 	}
 }
+
+// A history saved before the assembler cleaned such replies still goes back
+// clean: a call that is both a tool call and <tool_call> text in the content
+// goes back once, and double-encoded arguments go back as the object.
+func TestStoredHistoryGoesBackOnce(t *testing.T) {
+	var got sentRequest
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		jsonBody(http.StatusOK, `{"choices":[{"index":0,"message":{"role":"assistant","content":"42"},"finish_reason":"stop"}]}`)(w, r)
+	})
+	c, _ := newTestClient(srv.URL, Config{})
+	req := Request{
+		Model: "m",
+		Tools: []Tool{runPythonTool},
+		Messages: []Message{
+			{Role: RoleUser, Content: "6*7?"},
+			{Role: RoleAssistant,
+				Content: "Let me compute it.\n<tool_call>\n{\"name\": \"run_python\", \"arguments\": {\"code\": \"print(6*7)\"}}\n</tool_call>",
+				ToolCalls: []ToolCall{
+					{ID: "call_a", Name: "run_python", Arguments: `{"code": "print(6*7)"}`},
+					{ID: "call_b", Name: "run_python", Arguments: `"{\"code\": \"print(1)\"}"`},
+				}},
+			{Role: RoleTool, ToolCallID: "call_a", Content: "42"},
+			{Role: RoleTool, ToolCallID: "call_b", Content: "1"},
+		},
+	}
+	if _, err := c.Complete(context.Background(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 4 {
+		t.Fatalf("messages = %d, want 4", len(got.Messages))
+	}
+	m := got.Messages[1]
+	if m.Content == nil || *m.Content != "Let me compute it." {
+		t.Errorf("assistant content = %v, want the text without the call it repeats", m.Content)
+	}
+	if len(m.ToolCalls) != 2 || m.ToolCalls[1].Function.Arguments != `{"code": "print(1)"}` {
+		t.Errorf("tool calls = %+v, want the double-encoded arguments as the object", m.ToolCalls)
+	}
+	if req.Messages[1].Content == "Let me compute it." {
+		t.Error("the caller's history was modified")
+	}
+}
+
+// A call written in the content that the server did not also send is the
+// model's text, and goes back as it was.
+func TestHistoryKeepsOtherWrittenCalls(t *testing.T) {
+	content := "Next I would run:\n<tool_call>\n{\"name\": \"run_python\", \"arguments\": {\"code\": \"print(2)\"}}\n</tool_call>"
+	msgs := []Message{{Role: RoleAssistant, Content: content, ToolCalls: []ToolCall{{ID: "c", Name: "run_python", Arguments: `{"code":"print(1)"}`}}}}
+	if got := withoutEchoes(msgs, []Tool{runPythonTool}); got[0].Content != content {
+		t.Errorf("content = %q, want it unchanged", got[0].Content)
+	}
+}

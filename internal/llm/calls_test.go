@@ -1,0 +1,180 @@
+package llm
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// chunks makes an SSE stream of the given delta objects, then a finish.
+func chunks(deltas ...string) string {
+	var b strings.Builder
+	for _, d := range deltas {
+		b.WriteString(`data: {"choices":[{"index":0,"delta":` + d + `,"finish_reason":null}]}` + "\n\n")
+	}
+	b.WriteString(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
+	return b.String()
+}
+
+// A streamed character cut between chunks reaches the display whole: no
+// Delta carries half of it, as raw UTF-8 bytes or as one half of a UTF-16
+// surrogate pair, whether it is content or reasoning.
+func TestDeltasNeverCarryHalfACharacter(t *testing.T) {
+	e, smile := "é", "😀"
+	wire := chunks(
+		`{"reasoning_content":"Thinking `+smile[:1]+`"}`,
+		`{"reasoning_content":"`+smile[1:]+` hard"}`,
+		`{"content":"Caf`+e[:1]+`"}`,
+		`{"content":"`+e[1:]+` \ud83d"}`,
+		`{"content":"\ude00"}`,
+		`{"content":" and \\ud83d"}`,
+		`{"content":" is text"}`,
+	)
+	srv := newServer(t, sse(wire))
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	var deltas []Delta
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var content, reasoning strings.Builder
+	for _, d := range deltas {
+		if !utf8.ValidString(d.Text) || strings.ContainsRune(d.Text, utf8.RuneError) {
+			t.Errorf("delta %q carries part of a character", d.Text)
+		}
+		if d.Kind == DeltaContent {
+			content.WriteString(d.Text)
+		} else {
+			reasoning.WriteString(d.Text)
+		}
+	}
+	wantContent, wantReasoning := `Café 😀 and \ud83d is text`, "Thinking 😀 hard"
+	if content.String() != wantContent || got.Content != wantContent {
+		t.Errorf("content: deltas %q, response %q, want %q", content.String(), got.Content, wantContent)
+	}
+	if reasoning.String() != wantReasoning || got.Reasoning != wantReasoning {
+		t.Errorf("reasoning: deltas %q, response %q, want %q", reasoning.String(), got.Reasoning, wantReasoning)
+	}
+}
+
+// Half a character at the very end of a broken reply is not lost silently
+// nor held forever: it comes out as U+FFFD when the reply ends.
+func TestHalfACharacterAtTheEnd(t *testing.T) {
+	srv := newServer(t, sse(chunks(`{"content":"ok `+"😀"[:2]+`"}`)))
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	var deltas []Delta
+	got, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Content == "ok " || strings.TrimRight(got.Content, "\uFFFD") != "ok " {
+		t.Errorf("content = %q, want the broken character as U+FFFD", got.Content)
+	}
+}
+
+// Shapes at the edges of the merging rules, which no recorded reply covers.
+func TestToolCallMergeEdges(t *testing.T) {
+	tests := []struct {
+		name string
+		wire string
+		want []ToolCall
+	}{
+		{
+			name: "a name restated as it grows is not doubled",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"run_"}}]}`,
+				`{"tool_calls":[{"index":0,"function":{"name":"run_python"}}]}`,
+				`{"tool_calls":[{"index":0,"function":{"arguments":"{\"code\":\"1\"}"}}]}`),
+			want: []ToolCall{{ID: "c1", Name: "run_python", Arguments: `{"code":"1"}`}},
+		},
+		{
+			name: "index 0 and no id for two calls of one function: different arguments are two calls",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"function":{"name":"run_python","arguments":"{\"code\":\"1\"}"}}]}`,
+				`{"tool_calls":[{"index":0,"function":{"name":"run_python","arguments":"{\"code\":\"2\"}"}}]}`),
+			want: []ToolCall{{ID: synthID, Name: "run_python", Arguments: `{"code":"1"}`}, {ID: synthID, Name: "run_python", Arguments: `{"code":"2"}`}},
+		},
+		{
+			name: "a restatement spaced differently is still a restatement",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"run_python","arguments":"{\"code\": \"caf\\u00e9\"}"}}]}`,
+				`{"tool_calls":[{"index":0,"function":{"name":"run_python","arguments":"{ \"code\":\"café\" }"}}]}`),
+			want: []ToolCall{{ID: "c1", Name: "run_python", Arguments: `{"code": "caf\u00e9"}`}},
+		},
+		{
+			name: "a nested object after the arguments began is appended, not taken for a restatement",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{\"a\":"}}]}`,
+				`{"tool_calls":[{"index":0,"function":{"arguments":"{\"b\":1}"}}]}`,
+				`{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}`),
+			want: []ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":{"b":1}}`}},
+		},
+		{
+			name: "a name after the arguments began does not extend the name",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"run_python","arguments":"{\"code\":"}}]}`,
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"python","arguments":"\"1\"}"}}]}`),
+			want: []ToolCall{{ID: "c1", Name: "run_python", Arguments: `{"code":"1"}`}},
+		},
+		{
+			name: "a streamed function_call is one call",
+			wire: chunks(
+				`{"function_call":{"name":"run_python","arguments":""}}`,
+				`{"function_call":{"name":"run_python","arguments":"{\"code\":"}}`,
+				`{"function_call":{"arguments":"\"1\"}"}}`),
+			want: []ToolCall{{ID: synthID, Name: "run_python", Arguments: `{"code":"1"}`}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, sse(tt.wire))
+			c, _ := newTestClient(srv.URL, Config{Stream: true})
+			got, err := c.Complete(context.Background(), Request{Model: "m", Dialect: DialectNative}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResponse(t, got, Response{ToolCalls: tt.want, FinishReason: "stop"})
+		})
+	}
+}
+
+// A call the server sends as a tool call and also passes on as <tool_call>
+// text is not shown as text: the deltas hold the words around it, not the
+// markup.
+func TestEchoedCallIsNotShown(t *testing.T) {
+	wire := chunks(
+		`{"content":"Let me compute it.\n"}`,
+		`{"content":"<tool_call>\n{\"name\": \"run_python\", "}`,
+		`{"content":"\"arguments\": {\"code\": \"print(6*7)\"}}\n</tool_call>\nBack soon."}`,
+		`{"tool_calls":[{"index":0,"id":"t1","type":"function","function":{"name":"run_python","arguments":"{\"code\": \"print(6*7)\"}"}}]}`)
+	srv := newServer(t, sse(wire))
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	var deltas []Delta
+	got, err := c.Complete(context.Background(), Request{Model: "m", Tools: []Tool{runPythonTool}}, collect(&deltas))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown strings.Builder
+	for _, d := range deltas {
+		shown.WriteString(d.Text)
+	}
+	if strings.Contains(shown.String(), "<tool_call>") || !strings.Contains(shown.String(), "Back soon.") {
+		t.Errorf("shown %q, want the text without the call markup", shown.String())
+	}
+	if got.Content != "Let me compute it.\n\nBack soon." || len(got.ToolCalls) != 1 {
+		t.Errorf("response = %+v, want the text and one call", got)
+	}
+}
+
+// A model that shows its code in a ```python block and also calls the tool
+// with it keeps the block in its answer: that is prose, not call markup.
+func TestShownCodeIsNotAnEcho(t *testing.T) {
+	content := "I will run:\n```python\nprint(1)\n```"
+	r := Response{Content: content, ToolCalls: []ToolCall{{ID: "c", Name: "run_python", Arguments: `{"code":"print(1)"}`}}}
+	rec := newRecovery(Request{Tools: []Tool{runPythonTool}, CodeTool: "run_python", FencedCode: true})
+	rec.apply(&r)
+	if r.Content != content {
+		t.Errorf("content = %q, want the code block kept", r.Content)
+	}
+}
