@@ -168,6 +168,9 @@ func (a *Agent) Restore(ctx context.Context, history []llm.Message, usage llm.Us
 	a.history = append([]llm.Message(nil), history...)
 	a.usage, a.steps = usage, steps
 	a.calledTool = calledTool(a.history)
+	// A turn saved without its end (terp killed or cancelled mid-turn) is
+	// closed as Ask closes one.
+	a.closeUnanswered(unansweredNotes[""])
 	return a.snapshot(ctx, nil)
 }
 
@@ -221,24 +224,34 @@ func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Res
 	case ctx.Err() != nil:
 		res.StopReason = Cancelled
 		err = ctx.Err()
-		a.closeCancelled()
 	default:
 		res.StopReason = Errored
 		send(Failed{Err: err})
 	}
+	if res.StopReason != Answered {
+		a.closeUnanswered(unansweredNotes[res.StopReason])
+	}
 	return res, err
 }
 
-// cancelledNote closes the history of a turn the user cancelled.
-const cancelledNote = "(cancelled by the user before an answer)"
+// unansweredNotes close the history of a turn that ended without an answer,
+// saying why; the empty reason is a history stored that way.
+var unansweredNotes = map[StopReason]string{
+	Cancelled:   "(cancelled by the user before an answer)",
+	MaxSteps:    "(stopped at the step limit before an answer)",
+	TokenBudget: "(stopped at the token budget before an answer)",
+	TimeBudget:  "(stopped at the time budget before an answer)",
+	Errored:     "(stopped by an error before an answer)",
+	"":          "(the question went unanswered)",
+}
 
-// closeCancelled ends a cancelled turn's history with a short assistant
-// note, unless it already ends with an answer. Without it the next question
-// would follow this one, or its tool results, directly, and some Mistral and
-// Llama chat templates reject a history whose user and assistant turns do
-// not alternate; the note also tells the model why the question went
-// unanswered.
-func (a *Agent) closeCancelled() {
+// closeUnanswered ends the history of a turn that ended without an answer
+// with a short assistant note, unless it already ends with one. Without it
+// the next question would follow this one, or its tool results, directly,
+// and some Mistral and Llama chat templates reject a history whose user and
+// assistant turns do not alternate; the note also tells the model why the
+// question went unanswered.
+func (a *Agent) closeUnanswered(note string) {
 	n := len(a.history)
 	if n == 0 {
 		return
@@ -246,7 +259,7 @@ func (a *Agent) closeCancelled() {
 	if last := a.history[n-1]; last.Role == llm.RoleSystem || (last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0) {
 		return
 	}
-	a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: cancelledNote})
+	a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: note})
 }
 
 func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Result, error) {

@@ -406,3 +406,37 @@ func TestCancelledRunKeepsTheHistoryAlternating(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A turn stopped at the step cap, or by an error, ends with a note too, and
+// so does a stored history that ends mid-turn: the next request alternates.
+func TestUnansweredTurnsKeepTheHistoryAlternating(t *testing.T) {
+	t.Run("step cap", func(t *testing.T) {
+		s := llmtest.New(t,
+			llmtest.Fixed(llmtest.RunPython("print(1)")),
+			func(req llmtest.Request) llmtest.Reply {
+				alternates(t, req)
+				return llmtest.Answer("ok")
+			})
+		a := newAgent(t, s, agent.Config{Model: "m", MaxSteps: 1})
+		if res, _ := a.Ask(context.Background(), "loop", nil); res.StopReason != agent.MaxSteps {
+			t.Fatalf("stop reason %q, want max_steps", res.StopReason)
+		}
+		if res, err := a.Ask(context.Background(), "and now?", nil); err != nil || res.Answer != "ok" {
+			t.Fatalf("Ask after the cap = %+v, %v", res, err)
+		}
+	})
+	t.Run("stored mid-turn", func(t *testing.T) {
+		s := llmtest.New(t, func(req llmtest.Request) llmtest.Reply {
+			alternates(t, req)
+			return llmtest.Answer("ok")
+		})
+		a := newAgent(t, s, agent.Config{Model: "m"})
+		stored := []llm.Message{{Role: llm.RoleSystem, Content: "sys"}, {Role: llm.RoleUser, Content: "killed during this"}}
+		if err := a.Restore(context.Background(), stored, llm.Usage{}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := a.Ask(context.Background(), "again?", nil); err != nil || res.Answer != "ok" {
+			t.Fatalf("Ask after Restore = %+v, %v", res, err)
+		}
+	})
+}

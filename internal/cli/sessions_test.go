@@ -223,7 +223,8 @@ func TestKilledMidStepThenResumed(t *testing.T) {
 	}{
 		{"in the first step", []llmtest.Step{llmtest.Fixed(llmtest.RunPython(step1 + hang))}, "system,user"},
 		{"in the second step", []llmtest.Step{llmtest.Fixed(llmtest.RunPython(step1)), llmtest.Fixed(llmtest.RunPython(hang))},
-			"system,user,assistant,tool,user"},
+			// The saved turn is closed with a note, so the roles alternate.
+			"system,user,assistant,tool,assistant,user"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
