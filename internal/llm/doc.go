@@ -2,10 +2,16 @@
 // llama.cpp, LM Studio, gpuOS) and hands the agent loop clean messages.
 //
 // Open-model servers deviate from the OpenAI wire format in many small ways:
-// tool-call ids that are missing, indexes that are missing or repeated,
-// arguments sent as JSON objects, reasoning in three different places, errors
-// in odd shapes and odd places. This package absorbs all of them, so that the
-// rest of terp never has to know which server it talks to.
+// tool-call ids that are missing, shared or repeated, indexes that are
+// missing or repeated, names split over deltas or restated in every one, a
+// last delta that restates the whole call, arguments sent as JSON objects or
+// encoded twice, characters cut between chunks, the legacy function_call
+// field, reasoning in three different places, SSE events over several data
+// lines or with no blank line between them, errors in odd shapes and odd
+// places (a 200 whose body is an error). This package absorbs all of them,
+// so that the rest of terp never has to know which server it talks to. Each
+// shape is a recorded reply in testdata/replies, with the server and the
+// issue it comes from: adding a server's quirk is adding a file there.
 //
 // Requests are built from go-openai's request types, so the body is what the
 // OpenAI SDKs send. Replies are decoded here, streamed or not, into structs
