@@ -103,7 +103,7 @@ func readQuestion(opts *askOptions) (string, error) {
 // checkRun does what every command that runs the loop checks before it
 // starts anything: the uploads, the conversation flags, the configuration's
 // warnings.
-func checkRun(f *Factory, cfg *config.Config, files []string, cont bool, resume string) error {
+func checkRun(ctx context.Context, f *Factory, cfg *config.Config, files []string, cont bool, resume string) error {
 	if err := checkUploads(files); err != nil {
 		return err
 	}
@@ -113,7 +113,10 @@ func checkRun(f *Factory, cfg *config.Config, files []string, cont bool, resume 
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
 	}
-	return nil
+	if cont || resume != "" {
+		return nil // the stored conversation names its server
+	}
+	return pickServer(ctx, f, cfg)
 }
 
 // checkUploads makes sure every file can be read before any model call, so a
@@ -161,7 +164,7 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRun(f, cfg, opts.files, opts.cont, opts.resume); err != nil {
+	if err := checkRun(ctx, f, cfg, opts.files, opts.cont, opts.resume); err != nil {
 		return err
 	}
 

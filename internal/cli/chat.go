@@ -80,7 +80,7 @@ func runChat(ctx context.Context, opts *chatOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRun(f, cfg, opts.files, opts.cont, opts.resume); err != nil {
+	if err := checkRun(ctx, f, cfg, opts.files, opts.cont, opts.resume); err != nil {
 		return err
 	}
 	if !f.IO.StdinTTY || !f.IO.StdoutTTY {

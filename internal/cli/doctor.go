@@ -50,10 +50,7 @@ type localServer struct {
 var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template", "network", "network-allow"}
 
 func newCmdDoctor(f *Factory) *cobra.Command {
-	opts := &doctorOptions{f: f, probeTimeout: 3 * time.Minute}
-	for _, p := range config.LocalPorts() {
-		opts.local = append(opts.local, localServer{Provider: p.Name, BaseURL: fmt.Sprintf("http://127.0.0.1:%d/v1", p.Port)})
-	}
+	opts := &doctorOptions{f: f, probeTimeout: 3 * time.Minute, local: f.localServers()}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the configuration, the model server, tool calling and the sandbox",
@@ -200,6 +197,13 @@ func configCheck(cfg *config.Config) check {
 	if _, from := cfg.APIKey(); from != "" {
 		keyText = "API key from " + from
 	}
+	if noServerConfigured(cfg) {
+		// gpuOS, the default, answers 401 without a key: not a setup
+		// that works.
+		c.Status = checkFail
+		c.Fix = "No model server is configured: terp's default, gpuOS, needs an API key in " + cfg.APIKeyEnv +
+			" or TERP_API_KEY. Or choose a server with --provider (ollama, vllm, llamacpp, lmstudio, sglang, openai) or TERP_BASE_URL."
+	}
 	parts := []string{file}
 	if cfg.Provider != "" {
 		parts = append(parts, fmt.Sprintf("provider %s (%s)", cfg.Provider, cfg.Source("provider")))
@@ -210,7 +214,7 @@ func configCheck(cfg *config.Config) check {
 		keyText)
 	c.Detail = strings.Join(parts, "; ")
 	if w := cfg.Warnings(); len(w) > 0 {
-		c.Fix = strings.Join(w, "; ")
+		c.Fix = strings.TrimPrefix(c.Fix+" "+strings.Join(w, "; "), " ")
 	}
 	return c
 }

@@ -48,6 +48,9 @@ type Factory struct {
 	NewModel func(*config.Config) agent.Completer
 	// NewBackend builds the sandbox backend the configuration names.
 	NewBackend func(*config.Config) (sandbox.Backend, error)
+	// LocalServers, when set, replaces the usual local addresses where
+	// terp looks for a model server when none is configured.
+	LocalServers []localServer
 
 	store *store.Store
 }
