@@ -274,6 +274,12 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 	}
 	a.turnStart = len(a.history)
 	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
+	// Saved before the first model call, so that a request that fails, or
+	// a terp killed while it waits, leaves a conversation that says what
+	// was asked.
+	if err := a.checkpoint(false); err != nil {
+		return res, err
+	}
 	ctx, b := a.startBudget(ctx)
 	defer b.stop()
 

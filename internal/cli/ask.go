@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
@@ -107,6 +109,9 @@ func checkRun(ctx context.Context, f *Factory, cfg *config.Config, files []strin
 	if err := checkUploads(files); err != nil {
 		return err
 	}
+	if err := checkOutDir(cfg.OutDir); err != nil {
+		return err
+	}
 	if cont && resume != "" {
 		return usagef("--continue and --resume both name a conversation; give one")
 	}
@@ -117,6 +122,33 @@ func checkRun(ctx context.Context, f *Factory, cfg *config.Config, files []strin
 		return nil // the stored conversation names its server
 	}
 	return pickServer(ctx, f, cfg)
+}
+
+// checkOutDir makes sure the files the code saves can be downloaded to dir
+// (the current directory when empty, where terp-<id> is made), before any
+// model call: a dir that is a file, or in a place terp may not write, would
+// otherwise be found out only after the answer.
+func checkOutDir(dir string) error {
+	if dir == "" {
+		dir = "."
+	}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		switch {
+		case err == nil && !fi.IsDir():
+			return usagef("cannot download to %s: %s is not a directory; give -o a directory", dir, d)
+		case err == nil:
+			if unix.Access(d, unix.W_OK|unix.X_OK) != nil {
+				return usagef("cannot download to %s: %s is not writable; give -o a directory you may write", dir, d)
+			}
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR):
+			return usagef("cannot download to %s: %v", dir, unwrapPath(err))
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // checkUploads makes sure every file can be read before any model call, so a

@@ -271,8 +271,11 @@ print(rows[i]["month"], growth[i - 1], round(100 * growth[i - 1] / rev[i - 1], 1
 			t.Errorf("%s: conversation %q: %v %+v", id, res.ConversationID, err, conv)
 		}
 	}
-	if id := resultsByID(results)["bad-key"].ConversationID; id != "" {
-		t.Errorf("the refused case points to conversation %q, which is not kept", id)
+	// A case refused at its first request still leaves its question stored.
+	if id := resultsByID(results)["bad-key"].ConversationID; id == "" {
+		t.Error("the refused case names no conversation")
+	} else if conv, err := st.Load(id); err != nil || len(conv.Messages) < 2 || !strings.Contains(conv.Messages[1].Content, "bad key") {
+		t.Errorf("the refused case's conversation %q does not hold its question: %v %+v", id, err, conv)
 	}
 	wantPausedConversations(t, e.dataDir)
 

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // With nothing configured (no base URL, no provider, no key), ask looks for
@@ -42,7 +45,9 @@ func TestAskWithNoServerConfigured(t *testing.T) {
 		}
 	})
 	t.Run("nothing on this machine", func(t *testing.T) {
-		r := terpWith(t, func(f *Factory) { f.LocalServers = []localServer{{Provider: "ollama", BaseURL: "http://127.0.0.1:9/v1"}} },
+		r := terpWith(t, func(f *Factory) {
+			f.LocalServers = []localServer{{Provider: "ollama", BaseURL: "http://127.0.0.1:9/v1"}}
+		},
 			nil, "", "ask", "What is 6*7?")
 		if r.code != exitUsage || !strings.Contains(r.stderr, "no model server is configured") || strings.Contains(r.stderr, "try") {
 			t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
@@ -53,12 +58,33 @@ func TestAskWithNoServerConfigured(t *testing.T) {
 // Doctor does not call a configuration fine that points at gpuOS without a
 // key.
 func TestDoctorFailsAKeylessDefault(t *testing.T) {
-	r := terpWith(t, func(f *Factory) { f.LocalServers = []localServer{{Provider: "ollama", BaseURL: "http://127.0.0.1:9/v1"}} },
+	r := terpWith(t, func(f *Factory) {
+		f.LocalServers = []localServer{{Provider: "ollama", BaseURL: "http://127.0.0.1:9/v1"}}
+	},
 		map[string]string{"TERP_SANDBOX": "local"}, "", "doctor", "--json")
 	if r.code == 0 {
 		t.Fatalf("doctor passed a keyless default:\n%s", r.stdout)
 	}
 	if !strings.Contains(r.stdout, `"name": "configuration"`) || !strings.Contains(r.stdout, "No model server is configured") {
 		t.Errorf("the configuration check does not say so:\n%s", r.stdout)
+	}
+}
+
+// An -o that cannot take the downloads is a usage error before any model
+// call.
+func TestAskChecksTheOutputDirectory(t *testing.T) {
+	s := llmtest.New(t)
+	file := filepath.Join(terptest.TempDir(t), "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{file, filepath.Join(file, "sub")} {
+		r := terp(t, serverEnv(s), "", "ask", "-o", out, "What is 6*7?")
+		if r.code != exitUsage || !strings.Contains(r.stderr, "is not a directory") {
+			t.Errorf("-o %s: exit %d, stderr:\n%s", out, r.code, r.stderr)
+		}
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Errorf("%d chat requests were made", n)
 	}
 }

@@ -59,9 +59,10 @@ finally:
 			if res, _ := req.ToolResult(); !strings.Contains(res.Stdout, "No space left on device") {
 				t.Errorf("the code did not fill the disk: %s", req.LastTool())
 			}
-			// Step 1's save failed: the record is the one saved before it.
-			if c := stored(); len(c.Messages) != 0 || !c.CodeRan {
-				t.Errorf("after the failed save the record holds %d messages (code ran: %v); want the record before step 1", len(c.Messages), c.CodeRan)
+			// Step 1's save failed: the record is the one saved before it,
+			// with the question (saved before the first model call).
+			if c := stored(); len(c.Messages) != 2 || !c.CodeRan {
+				t.Errorf("after the failed save the record holds %d messages (code ran: %v); want the 2 saved before step 1", len(c.Messages), c.CodeRan)
 			}
 			filler, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*", "work", "filler"))
 			if len(filler) != 1 || os.Truncate(filler[0], 0) != nil {

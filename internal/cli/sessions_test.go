@@ -221,7 +221,9 @@ func TestKilledMidStepThenResumed(t *testing.T) {
 		// history is the roles the follow-up sends, up to its question.
 		history string
 	}{
-		{"in the first step", []llmtest.Step{llmtest.Fixed(llmtest.RunPython(step1 + hang))}, "system,user"},
+		// The question was saved before the first model call, and the
+		// turn it began is closed with a note.
+		{"in the first step", []llmtest.Step{llmtest.Fixed(llmtest.RunPython(step1 + hang))}, "system,user,assistant,user"},
 		{"in the second step", []llmtest.Step{llmtest.Fixed(llmtest.RunPython(step1)), llmtest.Fixed(llmtest.RunPython(hang))},
 			// The saved turn is closed with a note, so the roles alternate.
 			"system,user,assistant,tool,assistant,user"},
