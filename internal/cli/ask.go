@@ -79,7 +79,8 @@ without an answer, 130 interrupted.`,
 	fl.BoolVar(&opts.json, "json", false, "print one JSON object on stdout and nothing else")
 	fl.StringVar(&opts.resume, "resume", "", "go on with the stored conversation `ID` (any unique prefix; see terp sessions ls)")
 	fl.BoolVarP(&opts.cont, "continue", "c", false, "go on with the latest conversation")
-	addConfigFlags(fl, runFlags...)
+	_ = cmd.RegisterFlagCompletionFunc("resume", completeConversations(f, 0))
+	addConfigFlags(cmd, runFlags...)
 	return cmd
 }
 

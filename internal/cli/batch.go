@@ -119,7 +119,7 @@ flag or suite), 130 interrupted (the finished runs are still reported).`,
 	fl.StringVar(&opts.junit, "junit", "", "write a JUnit XML report to `FILE`")
 	fl.StringVar(&opts.artifacts, "artifacts", "", "download the files each case saved to `DIR`/<case id>/")
 	fl.BoolVar(&opts.json, "json", false, "print one JSON result per finished run on stdout, and the summary on stderr")
-	addConfigFlags(fl, batchConfigFlags...)
+	addConfigFlags(cmd, batchConfigFlags...)
 	return cmd
 }
 

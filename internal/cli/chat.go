@@ -70,7 +70,8 @@ Type /help in the chat for its commands and keys.`,
 	fl.StringArrayVarP(&opts.files, "file", "f", nil, "upload `PATH` to /work/<basename> before the first question (repeatable)")
 	fl.StringVar(&opts.resume, "resume", "", "go on with the stored conversation `ID` (any unique prefix; see terp sessions ls)")
 	fl.BoolVarP(&opts.cont, "continue", "c", false, "go on with the latest conversation")
-	addConfigFlags(fl, slices.Concat(runFlags, []string{"image-protocol", "idle-pause"})...)
+	_ = cmd.RegisterFlagCompletionFunc("resume", completeConversations(f, 0))
+	addConfigFlags(cmd, slices.Concat(runFlags, []string{"image-protocol", "idle-pause"})...)
 	return cmd
 }
 

@@ -75,7 +75,7 @@ Exit codes: 0 when every check passes, 1 otherwise.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the checks as one JSON object")
-	addConfigFlags(cmd.Flags(), doctorFlags...)
+	addConfigFlags(cmd, doctorFlags...)
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
@@ -178,9 +179,12 @@ func kindOf(def string) string {
 	return "string"
 }
 
-// addConfigFlags registers the flags that set configuration keys, so their
-// names and help come from the one table in package config.
-func addConfigFlags(fs *pflag.FlagSet, names ...string) {
+// addConfigFlags registers the flags that set configuration keys on cmd, so
+// their names, help and shell completion come from the one table in package
+// config: a new setting with a fixed set of values completes with no more
+// code here.
+func addConfigFlags(cmd *cobra.Command, names ...string) {
+	fs := cmd.Flags()
 	keys := map[string]config.Key{}
 	for _, k := range config.Keys() {
 		if k.Flag != "" {
@@ -200,6 +204,11 @@ func addConfigFlags(fs *pflag.FlagSet, names ...string) {
 		fl.DefValue = k.Default
 		if k.Default == "true" || k.Default == "false" {
 			fl.NoOptDefVal = "true"
+		}
+		if choices := k.Choices(); choices != nil {
+			if err := cmd.RegisterFlagCompletionFunc(name, completeChoices(choices)); err != nil {
+				panic(fmt.Sprintf("cli: completion for --%s: %v", name, err))
+			}
 		}
 	}
 }

@@ -56,7 +56,11 @@ stays on infrastructure you control.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		// --version prints what `terp version` prints, as people try the
+		// flag first.
+		Version: versionString(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usagef("%v; run '%s --help' for usage", err, cmd.CommandPath())
 	})

@@ -168,7 +168,8 @@ func newCmdSessionsShow(f *Factory) *cobra.Command {
 		Short: "Print a conversation's transcript",
 		Example: `  terp sessions show 3f9c
   terp sessions show 3f9c --json | jq '.messages | length'`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeConversations(f, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, c, err := loadConversation(f, args[0])
 			if err != nil {
@@ -254,7 +255,8 @@ func newCmdSessionsRm(f *Factory) *cobra.Command {
 its sandbox with everything in /work. Files already downloaded are kept.`,
 		Example: `  terp sessions rm 3f9c
   terp sessions rm $(terp sessions ls --json | jq -r '.[].id')`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeConversations(f, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := f.Config(nil)
 			if err != nil {

@@ -158,6 +158,24 @@ func Keys() []Key {
 	return keys
 }
 
+// Choices returns the values the setting accepts when they are a fixed set
+// (a sandbox backend, a network mode, true or false), and nil when they
+// are not. It asks the same value that parses the setting, so the shell
+// completion built from it offers exactly what loading would accept.
+func (k Key) Choices() []string {
+	f, ok := lookup(k.Name)
+	if !ok {
+		return nil
+	}
+	if c, ok := f.bind(&Config{}).(chooser); ok {
+		return c.choices()
+	}
+	return nil
+}
+
+// chooser is a value that accepts one of a fixed set of names.
+type chooser interface{ choices() []string }
+
 func lookup(name string) (field, bool) {
 	for _, f := range fields {
 		if f.Name == name {

@@ -75,6 +75,8 @@ func (v providerValue) set(s string) error {
 	return e
 }
 
+func (v providerValue) choices() []string { return presetNames() }
+
 func (v providerValue) decode(x any) error {
 	s, ok := x.(string)
 	if !ok {

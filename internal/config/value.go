@@ -154,20 +154,22 @@ func (v envNameValue) literal() string { return strconv.Quote(*v.p) }
 
 // choiceValue holds one of a fixed set of names, such as a sandbox backend.
 type choiceValue struct {
-	p       *string
-	choices []string
+	p     *string
+	names []string
 }
+
+func (v choiceValue) choices() []string { return v.names }
 
 func (v choiceValue) set(s string) error {
 	s = strings.TrimSpace(s)
-	for _, c := range v.choices {
+	for _, c := range v.names {
 		if s == c {
 			*v.p = s
 			return nil
 		}
 	}
-	e := &invalid{want: "one of " + strings.Join(v.choices, ", "), got: strconv.Quote(s)}
-	if m := closest(s, v.choices); m != "" {
+	e := &invalid{want: "one of " + strings.Join(v.names, ", "), got: strconv.Quote(s)}
+	if m := closest(s, v.names); m != "" {
 		e.hint = fmt.Sprintf("did you mean %q?", m)
 	}
 	return e
@@ -176,7 +178,7 @@ func (v choiceValue) set(s string) error {
 func (v choiceValue) decode(x any) error {
 	s, ok := x.(string)
 	if !ok {
-		return &invalid{want: "a string, one of " + strings.Join(v.choices, ", "), got: describeTOML(x)}
+		return &invalid{want: "a string, one of " + strings.Join(v.names, ", "), got: describeTOML(x)}
 	}
 	return v.set(s)
 }
@@ -241,6 +243,10 @@ func (v boolValue) set(s string) error {
 	}
 	return nil
 }
+
+// choices offers the two canonical spellings; the others are accepted but
+// not worth a completion each.
+func (v boolValue) choices() []string { return []string{"true", "false"} }
 
 func (v boolValue) decode(x any) error {
 	b, ok := x.(bool)
