@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -54,12 +55,18 @@ func NewDownloads(dir string, maxFile, maxTotal int64) *Downloads {
 
 // Get copies the sandbox file rel (relative to /work) to the same relative
 // path under the directory and returns the host path and the file's length.
+// A file of that name already there is never overwritten: it may be the
+// user's, or an earlier run's result (a second `ask -o out`, a later turn
+// that saves chart.png again). The copy then takes the first free numbered
+// name, chart-1.png, chart-2.png, and the path returned says which; a copy
+// identical to the file already there is dropped and that file's path
+// returned, so asking for the same file twice does not pile up copies.
 //
 // The name comes from code the model wrote, so it is resolved through
 // os.Root: no "..", absolute path or symlink planted in the directory can
 // lead the write outside it. The file is written to a short temporary name
-// in the same directory and renamed, so an interrupted download never leaves
-// a half file under the real name, and a name that already uses all of
+// in the same directory and then linked to its name, so an interrupted
+// download never leaves a half file under the real name, and a name that already uses all of
 // NAME_MAX still has a temporary name that fits. Holes in the file stay
 // holes on the host (see copySparse). A file over the size cap fails with
 // ErrTooLarge; one that would take the downloads past their total fails
@@ -106,13 +113,14 @@ func (d *Downloads) Get(ctx context.Context, sbx sandbox.Sandbox, rel string) (s
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
+	var placed string
 	if err == nil {
-		err = root.Rename(tmp, local)
+		placed, err = place(root, tmp, local)
 	}
 	switch {
 	case err == nil:
 		d.used += used
-		return filepath.Join(d.dir, local), n, nil
+		return filepath.Join(d.dir, placed), n, nil
 	case errors.Is(err, ErrTooLarge):
 		err = fmt.Errorf("%s: %w (%d bytes)", rel, ErrTooLarge, d.maxFile)
 	case errors.Is(err, ErrOverTotal):
@@ -123,6 +131,105 @@ func (d *Downloads) Get(ctx context.Context, sbx sandbox.Sandbox, rel string) (s
 	}
 	_ = root.Remove(tmp)
 	return "", 0, err
+}
+
+// maxNumbered is how many numbered names place tries before it gives up.
+const maxNumbered = 10000
+
+// place gives the finished temporary file tmp the name local under root, or
+// the first free numbered variant of it (see numbered), and returns the name
+// it took. A hard link claims a name atomically, failing if anything is
+// there, so two terp processes saving into one directory cannot take the
+// same name; where the file system has no hard links, a check before a
+// rename does, with a window in which another writer could slip in.
+func place(root *os.Root, tmp, local string) (string, error) {
+	defer root.Remove(tmp) // fails harmlessly once it was renamed
+	for i := 0; i <= maxNumbered; i++ {
+		name := numbered(local, i)
+		if same(root, tmp, name) {
+			return name, nil
+		}
+		err := root.Link(tmp, name)
+		if err == nil {
+			return name, nil
+		}
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if _, serr := root.Lstat(name); serr == nil {
+			continue
+		} else if !errors.Is(serr, os.ErrNotExist) {
+			return "", serr
+		}
+		// No hard links here (vfat, some FUSE file systems).
+		return name, root.Rename(tmp, name)
+	}
+	return "", fmt.Errorf("%s and %d numbered names like it are all taken", local, maxNumbered)
+}
+
+// numbered is local with -i before its extension: chart.png, chart-1.png,
+// archive.tar.gz, archive-1.tar.gz; i = 0 is local itself. The stem is
+// shortened, on a character boundary, where the number would take the name
+// past NAME_MAX.
+func numbered(local string, i int) string {
+	if i == 0 {
+		return local
+	}
+	dir, base := filepath.Split(local)
+	stem, ext := base, ""
+	if dot := strings.IndexByte(base[1:], '.'); dot >= 0 { // a leading dot is part of the stem
+		stem, ext = base[:dot+1], base[dot+1:]
+		if e := filepath.Ext(base); e != ext && !strings.HasPrefix(ext, ".tar.") {
+			// data.v2.csv: only the last extension moves, data.v2-1.csv.
+			stem, ext = strings.TrimSuffix(base, e), e
+		}
+	}
+	suffix := fmt.Sprintf("-%d", i) + ext
+	for len(stem)+len(suffix) > nameMax && stem != "" {
+		_, size := utf8.DecodeLastRuneInString(stem)
+		stem = stem[:len(stem)-size]
+	}
+	return filepath.Join(dir, stem+suffix)
+}
+
+// nameMax is the longest file name Linux file systems take, in bytes.
+const nameMax = 255
+
+// same tells whether name under root is a regular file with the same bytes
+// as tmp, so the download changes nothing and need not be kept twice.
+func same(root *os.Root, tmp, name string) bool {
+	fi, err := root.Lstat(name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	ti, err := root.Lstat(tmp)
+	if err != nil || ti.Size() != fi.Size() {
+		return false
+	}
+	a, err := root.Open(tmp)
+	if err != nil {
+		return false
+	}
+	defer a.Close()
+	b, err := root.Open(name)
+	if err != nil {
+		return false
+	}
+	defer b.Close()
+	bufA, bufB := make([]byte, copyChunk), make([]byte, copyChunk)
+	for {
+		na, errA := io.ReadFull(a, bufA)
+		nb, errB := io.ReadFull(b, bufB)
+		if na != nb || !bytes.Equal(bufA[:na], bufB[:nb]) {
+			return false
+		}
+		if errA == io.EOF || errA == io.ErrUnexpectedEOF {
+			return errB == errA
+		}
+		if errA != nil || errB != nil {
+			return false
+		}
+	}
 }
 
 // maxNamed is how many skipped files Warning names; it says how many more

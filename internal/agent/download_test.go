@@ -79,3 +79,72 @@ func TestDownloadLongestName(t *testing.T) {
 		t.Errorf("output directory holds %d entries, want only the file", len(entries))
 	}
 }
+
+// A download never replaces a file already in the output directory: it
+// takes the first free numbered name, and a copy identical to the file
+// there is not kept twice.
+func TestDownloadKeepsTheFileAlreadyThere(t *testing.T) {
+	sbx := newSandbox(t)
+	long := strings.Repeat("n", 251) + ".csv"
+	tests := []struct{ name, next string }{
+		{"chart.png", "chart-1.png"},
+		{"archive.tar.gz", "archive-1.tar.gz"},
+		{"data.v2.csv", "data.v2-1.csv"},
+		{".env", ".env-1"},
+		{"Makefile", "Makefile-1"},
+		{"plots/a.png", "plots/a-1.png"},
+		{long, strings.Repeat("n", 249) + "-1.csv"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name[:min(len(tt.name), 20)], func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, tt.name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, tt.name), []byte("the user's"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := sbx.WriteFile(t.Context(), "/work/"+tt.name, strings.NewReader("the model's")); err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := agent.Download(t.Context(), sbx, tt.name, dir, 1<<20)
+			if err != nil || p != filepath.Join(dir, tt.next) {
+				t.Fatalf("Download = %s, %v; want %s", p, err, filepath.Join(dir, tt.next))
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, tt.name)); string(b) != "the user's" {
+				t.Errorf("the file already there now holds %q", b)
+			}
+			if b, _ := os.ReadFile(p); string(b) != "the model's" {
+				t.Errorf("the download holds %q", b)
+			}
+			// The same bytes again: the copy already made is the answer.
+			if again, _, err := agent.Download(t.Context(), sbx, tt.name, dir, 1<<20); err != nil || again != p {
+				t.Errorf("second Download = %s, %v; want %s again", again, err, p)
+			}
+			entries, _ := os.ReadDir(filepath.Dir(p))
+			if len(entries) != 2 {
+				t.Errorf("%s holds %d entries, want the two files and no temporary one", filepath.Dir(p), len(entries))
+			}
+		})
+	}
+}
+
+// A link the code or anyone planted under the name is a name taken, never
+// a way to write elsewhere.
+func TestDownloadDoesNotWriteThroughALink(t *testing.T) {
+	sbx := newSandbox(t)
+	dir, elsewhere := t.TempDir(), filepath.Join(t.TempDir(), "target")
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "out.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sbx.WriteFile(t.Context(), "/work/out.txt", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := agent.Download(t.Context(), sbx, "out.txt", dir, 1<<20)
+	if err != nil || p != filepath.Join(dir, "out-1.txt") {
+		t.Fatalf("Download = %s, %v", p, err)
+	}
+	if _, err := os.Lstat(elsewhere); err == nil {
+		t.Error("the download went through the link")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -468,5 +469,41 @@ func wantPausedConversations(t *testing.T, dataDir string) {
 		if err != nil || !meta.Paused || !owned[filepath.Base(d)] {
 			t.Errorf("sandbox %s left behind: paused %v, owned by a conversation %v (%v)", d, meta.Paused, owned[filepath.Base(d)], err)
 		}
+	}
+}
+
+// A second run into the same -o directory, and a later turn that saves the
+// same name again, keep the files already there: the new one gets a
+// numbered name, reported in the JSON and in a note on stderr.
+func TestAskOutNeverOverwrites(t *testing.T) {
+	env, _ := sharedEnv(t, nil)
+	out := filepath.Join(terptest.TempDir(t), "out")
+	save := func(text string, more ...string) askJSON {
+		t.Helper()
+		s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(fmt.Sprintf("open('/work/chart.png', 'w').write(%q)", text))), llmtest.Fixed(llmtest.Answer("saved")))
+		for k, v := range serverEnv(s) {
+			env[k] = v
+		}
+		r := terp(t, env, "", append(append([]string{"ask", "--json", "-o", out}, more...), "save it")...)
+		got := askJSONOf(t, r)
+		if r.code != 0 || len(got.Files) != 1 {
+			t.Fatalf("exit %d, %+v, stderr:\n%s", r.code, got, r.stderr)
+		}
+		if b, _ := os.ReadFile(got.Files[0].Path); string(b) != text {
+			t.Errorf("%s holds %q, want %q", got.Files[0].Path, b, text)
+		}
+		if first := filepath.Join(out, "chart.png"); got.Files[0].Path != first && !strings.Contains(r.stderr, first+" was already there and is kept") {
+			t.Errorf("no note that %s was kept:\n%s", first, r.stderr)
+		}
+		return got
+	}
+	// Two runs, then a later turn of the second.
+	paths := []string{save("first").Files[0].Path, save("second").Files[0].Path, save("third", "--continue").Files[0].Path}
+	want := []string{filepath.Join(out, "chart.png"), filepath.Join(out, "chart-1.png"), filepath.Join(out, "chart-2.png")}
+	if !slices.Equal(paths, want) {
+		t.Errorf("the three turns saved to %q, want %q", paths, want)
+	}
+	if b, _ := os.ReadFile(want[0]); string(b) != "first" {
+		t.Errorf("the first chart now holds %q", b)
 	}
 }

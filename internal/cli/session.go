@@ -584,6 +584,9 @@ type savedFile struct {
 // Download fetches the files the code saved into the output directory: the
 // configured one, or a new directory per conversation under the current one.
 // A file over the size cap is skipped with a warning; the others still come.
+// A file already in the directory under the same name is kept, and the new
+// one saved under a numbered name (see agent.Downloads.Get), which a note on
+// stderr names besides the path reported.
 func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]savedFile, error) {
 	if len(files) == 0 {
 		return nil, nil
@@ -616,6 +619,10 @@ func (s *session) Download(ctx context.Context, files []sandbox.FileInfo) ([]sav
 		if err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		if want := filepath.Join(dir, filepath.FromSlash(fi.Path)); p != want {
+			fmt.Fprintf(s.f.IO.ErrOut, "note: %s was already there and is kept; /work/%s is saved as %s\n",
+				sanitize.Terminal(want), sanitize.Terminal(fi.Path), sanitize.Terminal(p))
 		}
 		out = append(out, savedFile{Path: p, SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: n})
 		abs, _ := filepath.Abs(p)

@@ -129,7 +129,7 @@ var fields = []field{
 		more: "Counted in the bytes the files take on disk, so sparse files count for their data, not their length.",
 		bind: func(c *Config) value { return sizeValue{&c.MaxDownloadTotal} }},
 	{Key: Key{"out_dir", "TERP_OUT_DIR", "out", "",
-		"Where saved files are downloaded; empty means a new directory per conversation in the current one."},
+		"Where saved files are downloaded; empty means a new directory per conversation in the current one. A file already there is kept: the new one becomes chart-1.png."},
 		bind: func(c *Config) value { return dirValue{&c.OutDir, c.home} }},
 	{Key: Key{"image_protocol", "TERP_IMAGE_PROTOCOL", "image-protocol", "auto",
 		"How terp chat draws images: auto (from the terminal), kitty, iterm2, sixel, halfblock or none."},
