@@ -131,7 +131,7 @@ func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 		Resume: func(_ context.Context, ref string) (tui.Conversation, error) {
 			return convs.resume(ref)
 		},
-		Conversations: func(context.Context) (string, error) { return convs.list() },
+		Conversations: func(_ context.Context, width int) (string, error) { return convs.list(width) },
 		Renderer:      out,
 		Protocol:      tui.DetectProtocol(cfg.ImageProtocol, f.Getenv),
 		Uploaded:      uploaded,
@@ -190,8 +190,9 @@ func (c *chatConversations) resume(ref string) (*chatConversation, error) {
 	return c.switchTo(resumeSession(c.life, c.f, c.cfg, ref))
 }
 
-// list formats the stored conversations as `terp sessions ls` does.
-func (c *chatConversations) list() (string, error) {
+// list formats the stored conversations as `terp sessions ls` does, to fit
+// width columns.
+func (c *chatConversations) list(width int) (string, error) {
 	st, err := c.f.Store()
 	if err != nil {
 		return "", err
@@ -201,7 +202,7 @@ func (c *chatConversations) list() (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	if err := printSessions(&b, rows, time.Now()); err != nil {
+	if err := printSessions(&b, rows, time.Now(), width); err != nil {
 		return "", err
 	}
 	return strings.TrimRight(b.String(), "\n"), nil

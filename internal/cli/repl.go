@@ -189,7 +189,7 @@ func (r *repl) command(ctx context.Context, line string) error {
 			if err != nil {
 				return err
 			}
-			return printSessions(msg, rows, time.Now())
+			return printSessions(msg, rows, time.Now(), listWidth)
 		}
 		if strings.HasPrefix(r.sess.ID, strings.ToLower(arg)) {
 			fmt.Fprintf(msg, "this is conversation %s already\n", r.sess.ID)

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/terpdev/terp/internal/config"
@@ -79,7 +80,7 @@ func newCmdSessionsLs(f *Factory) *cobra.Command {
 			if asJSON {
 				return writeJSON(f.IO.Out, rows)
 			}
-			return printSessions(f.IO.Out, rows, time.Now())
+			return printSessions(f.IO.Out, rows, time.Now(), listWidth)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the conversations as a JSON array")
@@ -107,25 +108,84 @@ func sessionRows(st *store.Store) ([]sessionRow, error) {
 	return rows, nil
 }
 
-func printSessions(w io.Writer, rows []sessionRow, now time.Time) error {
+// listWidth is the width `terp sessions ls` fits its table in: the 80
+// columns a terminal opens with, where a wrapped row would break the
+// columns. --json has the whole titles.
+const listWidth = 80
+
+// columnGap is the space between two columns of the listing.
+const columnGap = 2
+
+// printSessions lists the conversations in a table at most width columns
+// wide, measured in terminal cells (a CJK title takes two per character).
+// Ids are kept whole, since they are what the user types next; titles, and
+// then long model names, are cut with an ellipsis to make room.
+func printSessions(w io.Writer, rows []sessionRow, now time.Time, width int) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, `No conversations yet. Start one with: terp ask "..."`)
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTITLE\tMODEL\tSTEPS\tLAST ACTIVITY")
+	table := [][]string{{"ID", "TITLE", "MODEL", "STEPS", "LAST ACTIVITY"}}
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t(damaged: run terp sessions show %s)\t\t\t\n", r.ID, r.ID)
+			table = append(table, []string{r.ID, fmt.Sprintf("(damaged: run terp sessions show %s)", r.ID)})
 			continue
 		}
-		title := sanitize.Terminal(r.Title)
+		title := strings.Join(strings.Fields(sanitize.Terminal(r.Title)), " ")
 		if title == "" {
 			title = "(no question yet)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, title, sanitize.Terminal(r.Model), r.Steps, ago(now.Sub(r.LastActivity)))
+		table = append(table, []string{r.ID, title, sanitize.Terminal(r.Model), strconv.Itoa(r.Steps), ago(now.Sub(r.LastActivity))})
 	}
-	return tw.Flush()
+	cols := columnWidths(table, width)
+	var b strings.Builder
+	for _, row := range table {
+		line := ""
+		if len(row) == 2 { // a damaged record: its note spans the row
+			line = padRight(row[0], cols[0]) + strings.Repeat(" ", columnGap) + ansi.Truncate(row[1], max(width-cols[0]-columnGap, 1), "…")
+		} else {
+			cells := make([]string, len(row))
+			for i, c := range row {
+				cells[i] = padRight(ansi.Truncate(c, cols[i], "…"), cols[i])
+			}
+			line = strings.Join(cells, strings.Repeat(" ", columnGap))
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// columnWidths sizes the listing's columns to their widest cells, then
+// takes what does not fit in width from the title, and from a long model
+// name once the title is down to what the model name leaves it.
+func columnWidths(table [][]string, width int) []int {
+	cols := make([]int, len(table[0]))
+	for _, row := range table {
+		if len(row) != len(cols) {
+			continue
+		}
+		for i, c := range row {
+			cols[i] = max(cols[i], ansi.StringWidth(c))
+		}
+	}
+	const title, model, minimum = 1, 2, 5
+	room := width - (len(cols)-1)*columnGap
+	for i, c := range cols {
+		if i != title && i != model {
+			room -= c
+		}
+	}
+	if cols[title]+cols[model] > room {
+		cols[model] = min(cols[model], max(room-cols[title], room/3, minimum))
+		cols[title] = max(room-cols[model], minimum)
+	}
+	return cols
+}
+
+// padRight fills s with spaces to width terminal cells.
+func padRight(s string, width int) string {
+	return s + strings.Repeat(" ", max(width-ansi.StringWidth(s), 0))
 }
 
 // ago says how long ago something was, as a person would.

@@ -9,10 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/store"
@@ -410,5 +413,68 @@ func TestContinueKeepsTheStoredSettings(t *testing.T) {
 	}
 	if want := (store.Settings{Model: "first-model", BaseURL: s.BaseURL(), ExecMode: "kernel", MaxSteps: 8, Network: "none"}); !reflect.DeepEqual(c.Settings, want) {
 		t.Errorf("stored settings = %+v, want %+v", c.Settings, want)
+	}
+}
+
+// TestSessionsListFitsTheTerminal stores conversations whose titles and
+// model names are far too long for a row: every row of the listing still
+// fits 80 columns, with ids whole and titles cut with an ellipsis, however
+// wide their characters are.
+func TestSessionsListFitsTheTerminal(t *testing.T) {
+	env, dataDir := sharedEnv(t, nil)
+	st, err := store.Open(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := store.New("aaaaaaaaaaa1", "ask", "", store.Settings{Model: "qwen3-32b"}, "local")
+	long.Title = strings.Repeat("How did revenue grow per month? ", 7)[:200] // older records, other writers
+	wide := store.New("aaaaaaaaaaa2", "ask", "", store.Settings{Model: "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"}, "local")
+	wide.Title = strings.Repeat("月別の売上の伸び", 25) // 200 characters, 400 cells
+	short := store.New("aaaaaaaaaaa3", "chat", "2+2?", store.Settings{Model: "tiny-model"}, "local")
+	for _, c := range []*store.Conversation{long, wide, short} {
+		if err := st.Save(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dataDir, "conversations", "aaaaaaaaaaa4"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, "conversations", "aaaaaaaaaaa4", "conversation.json"), []byte(`{"id": "`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := terp(t, env, "", "sessions", "ls")
+	if r.code != 0 {
+		t.Fatalf("sessions ls: exit %d\n%s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("sessions ls printed %d lines, want a header and 4 rows:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("row is %d columns wide, want at most 80:\n%s", w, l)
+		}
+	}
+	for _, want := range []string{"aaaaaaaaaaa1  How did revenue grow", "aaaaaaaaaaa2  月別", "aaaaaaaaaaa3  2+2?", "aaaaaaaaaaa4  (damaged: run terp sessions show aaaaaaaaaaa4)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no row with %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Count(r.stdout, "…") < 2 {
+		t.Errorf("the long titles are not cut with an ellipsis:\n%s", r.stdout)
+	}
+	// The columns still line up, in cells: each model starts under MODEL.
+	col := strings.Index(lines[0], "MODEL")
+	for _, model := range []string{"qwen3-32b", "Qwen/Qwen3", "tiny-model"} {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, model) })
+		if i < 0 {
+			t.Errorf("no row with model %q:\n%s", model, r.stdout)
+			continue
+		}
+		at := strings.Index(lines[i], model)
+		if at < 0 || ansi.StringWidth(lines[i][:at]) != col {
+			t.Errorf("model %q is not under MODEL (column %d):\n%s", model, col, r.stdout)
+		}
 	}
 }

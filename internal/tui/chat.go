@@ -28,9 +28,10 @@ type Options struct {
 	New func(ctx context.Context) (Conversation, error)
 	// Resume opens the stored conversation ref (an id or a unique prefix)
 	// for /resume ID, with Context like New. Conversations lists the stored
-	// conversations as text for /resume alone. Either may be nil.
+	// conversations as text for /resume alone, in lines at most width
+	// cells wide, so the table is not broken by wrapping. Either may be nil.
 	Resume        func(ctx context.Context, ref string) (Conversation, error)
-	Conversations func(ctx context.Context) (string, error)
+	Conversations func(ctx context.Context, width int) (string, error)
 	// Renderer is the output's lipgloss renderer: it knows the colour
 	// profile (NO_COLOR) and the background.
 	Renderer *lipgloss.Renderer
@@ -52,7 +53,7 @@ type Model struct {
 	conv     Conversation
 	open     func(context.Context) (Conversation, error)
 	resume   func(context.Context, string) (Conversation, error)
-	list     func(context.Context) (string, error)
+	list     func(ctx context.Context, width int) (string, error)
 	now      func() time.Time
 	clock    time.Time
 	theme    *theme

@@ -182,7 +182,7 @@ func TestResumeConversation(t *testing.T) {
 	m := newTestModel(first, 80, 24, termenv.ANSI256, HalfBlock)
 	var asked string
 	m.resume = func(_ context.Context, ref string) (Conversation, error) { asked = ref; return stored, nil }
-	m.list = func(context.Context) (string, error) { return "ID  TITLE\nb1c2d3e4f5a6  revenue by month", nil }
+	m.list = func(context.Context, int) (string, error) { return "ID  TITLE\nb1c2d3e4f5a6  revenue by month", nil }
 
 	m = drive(t, m, askKeys("/resume")...)
 	if view := ansi.Strip(m.View()); !strings.Contains(view, "b1c2d3e4f5a6  revenue by month") || !strings.Contains(view, "/resume ID") {
@@ -202,6 +202,28 @@ func TestResumeConversation(t *testing.T) {
 	}
 	if view := ansi.Strip(m.View()); !strings.Contains(view, "Resumed conversation b1c2d3e4f5a6 after 3 questions") {
 		t.Errorf("no note about the resumed conversation:\n%s", view)
+	}
+}
+
+// The list /resume shows is asked for at the width the transcript shows
+// it in, so a table that uses all of it is not broken by wrapping.
+func TestResumeListFitsTheScreen(t *testing.T) {
+	for _, width := range []int{80, 60} {
+		m := newTestModel(newScripted(), width, 24, termenv.ANSI256, HalfBlock)
+		m.resume = func(context.Context, string) (Conversation, error) { return nil, nil }
+		m.list = func(_ context.Context, w int) (string, error) {
+			return "b1c2d3e4f5a6  " + strings.Repeat("x", w-len("b1c2d3e4f5a6  ")-1) + "…", nil
+		}
+		m = drive(t, m, askKeys("/resume")...)
+		var row string
+		for _, l := range strings.Split(ansi.Strip(m.View()), "\n") {
+			if strings.Contains(l, "b1c2d3e4f5a6") {
+				row = l
+			}
+		}
+		if !strings.HasSuffix(strings.TrimRight(row, " "), "x…") || ansi.StringWidth(strings.TrimRight(row, " ")) > width {
+			t.Errorf("at %d columns the listed row is %q; want it whole, on one line", width, row)
+		}
 	}
 }
 

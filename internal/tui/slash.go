@@ -136,7 +136,12 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 			return m, nil
 		}
 		if arg == "" {
-			return m.begin("listing conversations", func(ctx context.Context) tea.Cmd { return listConversations(ctx, m.list) })
+			// The list is shown as a note, which wraps at the width less
+			// its margin.
+			list, width := m.list, m.width-2
+			return m.begin("listing conversations", func(ctx context.Context) tea.Cmd {
+				return listConversations(ctx, func(ctx context.Context) (string, error) { return list(ctx, width) })
+			})
 		}
 		if strings.HasPrefix(m.status.info.ID, strings.ToLower(arg)) {
 			m.input.take()
