@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 
 	"github.com/terpdev/terp/internal/agent"
@@ -188,3 +190,59 @@ func TestEscapesAreNeutralized(t *testing.T) {
 }
 
 func stripStyles(s string) string { return terpSequences.ReplaceAllString(s, "") }
+
+// foldedTurn runs long code whose long output was cut by terp in the
+// middle, then answers.
+func foldedTurn() turnFunc {
+	var code, out strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&code, "x%d = %d\n", i, i)
+	}
+	code.WriteString("print('done')")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&out, "row %d\n", i)
+		if i == 10 {
+			out.WriteString("[... 12345 bytes omitted ...]\n")
+		}
+	}
+	out.WriteString("total: 42\n")
+	return play(Turn{Result: agent.Result{Answer: "42.", StopReason: agent.Answered, Steps: 2}}, nil,
+		agent.StepStarted{Step: 1, MaxSteps: 8},
+		agent.ToolCall{Step: 1, ID: "call_1", Name: "run_python", Code: code.String()},
+		agent.ToolOutput{Step: 1, ID: "call_1", Stdout: out.String(), Duration: 300 * time.Millisecond},
+		agent.StepStarted{Step: 2, MaxSteps: 8},
+		agent.Answer{Text: "42."},
+	)
+}
+
+// TestScreenFoldedOutput folds long code to its first lines and long output
+// to its last, where the result is, each with the count of what it hides
+// (and, for output, what terp cut from it); ctrl+o shows everything.
+func TestScreenFoldedOutput(t *testing.T) {
+	m := newTestModel(newScripted(foldedTurn()), 80, 60, termenv.ANSI256, HalfBlock)
+	m = drive(t, m, askKeys("Sum it up.")...)
+	view := m.View()
+	golden(t, "fold.golden", view)
+	plain := ansi.Strip(view)
+	for _, want := range []string{
+		"x20 = 20", "… 11 more lines · ctrl+o shows all",
+		"… 22 earlier lines, 12345 bytes cut by terp · ctrl+o shows all", "row 22", "total: 42",
+	} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("folded screen lacks %q:\n%s", want, plain)
+		}
+	}
+	for _, gone := range []string{"x21 = 21", "row 21\n", "bytes omitted"} {
+		if strings.Contains(plain, gone) {
+			t.Errorf("folded screen shows %q:\n%s", gone, plain)
+		}
+	}
+	m = newTestModel(newScripted(foldedTurn()), 80, 200, termenv.ANSI256, HalfBlock)
+	m = drive(t, m, append(askKeys("Sum it up."), tea.KeyMsg{Type: tea.KeyCtrlO})...)
+	plain = ansi.Strip(m.View())
+	for _, want := range []string{"x30 = 30", "row 1\n", "12345 bytes omitted", "total: 42"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("unfolded screen lacks %q:\n%s", want, plain)
+		}
+	}
+}

@@ -29,7 +29,7 @@ const keysHelp = `Keys
   enter sends · alt+enter or ctrl+j starts a new line
   ctrl+c cancels what runs (the conversation goes on); twice quits
   pgup/pgdn scroll; ↑/↓ too when the input is empty; esc jumps to the end
-  ctrl+t shows the model's thinking · ctrl+o shows all output
+  ctrl+t shows the model's thinking · ctrl+o shows all code and output
   ctrl+p/ctrl+n recall earlier questions`
 
 func helpText() string {

@@ -53,11 +53,17 @@ type savedFile struct {
 	pic       *picture
 }
 
-// outputLines is how much of a run's output shows until ctrl+o unfolds it.
-const outputLines = 20
+// outputLines and codeLines are how much of a run's output and of its code
+// show until ctrl+o unfolds them: output keeps its last lines, where the
+// results and the error usually are; code keeps its first, since it reads
+// from the top.
+const (
+	outputLines = 20
+	codeLines   = 20
+)
 
 // omitted matches the line the sandbox puts where it cut long output.
-var omitted = regexp.MustCompile(`^\[\.\.\. \d+ bytes omitted \.\.\.\]$`)
+var omitted = regexp.MustCompile(`^\[\.\.\. (\d+) bytes omitted \.\.\.\]$`)
 
 func (s *step) render(rc *renderContext) block {
 	t := rc.theme
@@ -128,8 +134,16 @@ func (c *call) render(b *block, rc *renderContext, running bool) {
 	t := rc.theme
 	if c.code != "" {
 		b.add(t.codeLabel.Render("  python"))
-		for _, l := range rc.code.render(c.code, rc.width-4) {
+		lines := rc.code.render(c.code, rc.width-4)
+		more := 0
+		if !rc.output && len(lines) > codeLines {
+			lines, more = lines[:codeLines], len(lines)-codeLines
+		}
+		for _, l := range lines {
 			b.add(t.gutter.Render("  │ ") + l)
+		}
+		if more > 0 {
+			b.add(t.gutter.Render("  │ ") + t.dim.Render(fmt.Sprintf("… %d more lines · ctrl+o shows all", more)))
 		}
 	}
 	if c.out == nil {
@@ -172,8 +186,10 @@ func (c *call) render(b *block, rc *renderContext, running bool) {
 	}
 }
 
-// renderOutput draws one stream of a run's output, folded to outputLines
-// unless ctrl+o unfolded it.
+// renderOutput draws one stream of a run's output, folded to its last
+// outputLines lines unless ctrl+o unfolded it. The fold says how many lines
+// it hides, and how much terp had cut from them, so a short tail is not
+// taken for the whole output.
 func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
 	text = strings.TrimRight(sanitize.Terminal(text), "\n")
 	if text == "" {
@@ -181,8 +197,10 @@ func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
 	}
 	t := rc.theme
 	var lines []string
+	cutAt := map[int]string{} // line index: bytes terp cut there
 	for _, l := range strings.Split(strings.ReplaceAll(text, "\t", "    "), "\n") {
-		if omitted.MatchString(l) {
+		if m := omitted.FindStringSubmatch(l); m != nil {
+			cutAt[len(lines)] = m[1]
 			lines = append(lines, t.notice.Render(l+" (cut by terp; the model saw the same)"))
 			continue
 		}
@@ -190,14 +208,17 @@ func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
 			lines = append(lines, st.Render(part))
 		}
 	}
-	more := 0
-	if !rc.output && len(lines) > outputLines {
-		lines, more = lines[:outputLines], len(lines)-outputLines
+	if hidden := len(lines) - outputLines; !rc.output && hidden > 0 {
+		fold := fmt.Sprintf("… %d earlier lines", hidden)
+		for i := range hidden {
+			if n, ok := cutAt[i]; ok {
+				fold += ", " + n + " bytes cut by terp"
+			}
+		}
+		b.add("    " + t.dim.Render(fold+" · ctrl+o shows all"))
+		lines = lines[hidden:]
 	}
 	b.add(indent(lines, "    ")...)
-	if more > 0 {
-		b.add("    " + t.dim.Render(fmt.Sprintf("… %d more lines · ctrl+o shows all", more)))
-	}
 }
 
 func (f *savedFile) render(b *block, rc *renderContext) {
