@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
 	"github.com/terpdev/terp/internal/tui"
 )
@@ -39,6 +40,8 @@ func newStyles(r *lipgloss.Renderer) styles {
 	}
 }
 
+// Progress folds long code to its first lines, which say what it does, and
+// long output to its last, where the results and the error usually are.
 const (
 	codeLines   = 12 // lines of code shown per step
 	outputLines = 6  // lines of each output stream shown per step
@@ -107,7 +110,7 @@ func (p *progress) output(e agent.ToolOutput) {
 		fmt.Fprintln(p.w, s.dim.Render(status))
 	}
 	if out := strings.TrimRight(e.Stdout, "\n"); out != "" {
-		fmt.Fprintln(p.w, indent(excerpt(sanitize.Terminal(out), outputLines), "  │ "))
+		fmt.Fprintln(p.w, indent(tail(sanitize.Terminal(out), outputLines), "  │ "))
 	}
 	if out := strings.TrimRight(e.Stderr, "\n"); out != "" {
 		fmt.Fprintln(p.w, renderLines(s.err, indent(tail(sanitize.Terminal(out), outputLines), "  │ ")))
@@ -137,13 +140,22 @@ func excerpt(s string, n int) string {
 	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n… %d more lines", len(lines)-n)
 }
 
-// tail keeps the last n lines of s, where an error message usually is.
+// tail keeps the last n lines of s and says how many earlier lines it left
+// out, and how many bytes terp had already cut among them, so that a short
+// tail is not taken for the whole output.
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) <= n {
 		return s
 	}
-	return fmt.Sprintf("… %d lines before\n", len(lines)-n) + strings.Join(lines[len(lines)-n:], "\n")
+	hidden := len(lines) - n
+	fold := fmt.Sprintf("… %d earlier lines", hidden)
+	for _, l := range lines[:hidden] {
+		if cut, ok := sandbox.Omitted(l); ok {
+			fold += fmt.Sprintf(", %d bytes cut by terp", cut)
+		}
+	}
+	return fold + "\n" + strings.Join(lines[hidden:], "\n")
 }
 
 func indent(s, prefix string) string {

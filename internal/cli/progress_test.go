@@ -44,7 +44,7 @@ func TestProgressShowsEachStep(t *testing.T) {
 		agent.ReasoningDelta{Text: "First I load the file.\n"},
 		agent.ReasoningDelta{Text: strings.Repeat("Then I think at length. ", 20)},
 		agent.ToolCall{Step: 1, ID: "call_1", Name: "run_python", Code: code},
-		agent.ToolOutput{Step: 1, ID: "call_1", ExitCode: 0, Stdout: "\x1b[2Jrows:\n" + strings.Repeat("row\n", 10), Duration: 1234 * time.Millisecond, Files: []string{"chart.png"}},
+		agent.ToolOutput{Step: 1, ID: "call_1", ExitCode: 0, Stdout: "rows:\n" + strings.Repeat("row\n", 10) + "[... 5000 bytes omitted ...]\n" + strings.Repeat("row\n", 10) + "\x1b[2Jtotal 42\n", Duration: 1234 * time.Millisecond, Files: []string{"chart.png"}},
 		agent.FileSaved{Path: "chart.png", Bytes: 26419},
 		agent.StepStarted{Step: 2, MaxSteps: 8},
 		agent.ToolCall{Step: 2, ID: "call_2", Name: "run_python", Code: "1/0"},
@@ -63,6 +63,10 @@ func TestProgressShowsEachStep(t *testing.T) {
 	out := buf.String()
 	if strings.ContainsRune(out, 0x1b) || strings.ContainsRune(out, 0x07) {
 		t.Errorf("an escape sequence from the code reached the terminal:\n%q", out)
+	}
+	// Long output shows its end, where the result is, and says what it left out.
+	if !strings.Contains(out, "  │ … 17 earlier lines, 5000 bytes cut by terp\n  │ row\n") || !strings.Contains(out, "total 42") {
+		t.Errorf("long output is not folded to its last lines with the count:\n%s", out)
 	}
 	golden(t, "progress.golden", out)
 }

@@ -108,7 +108,7 @@ func (c *Capture) String() string {
 	var b strings.Builder
 	b.Grow(len(cutHead) + len(cutTail) + 48)
 	b.WriteString(strings.ToValidUTF8(string(cutHead), "\uFFFD"))
-	fmt.Fprintf(&b, "\n[... %d bytes omitted ...]\n", omitted)
+	fmt.Fprintf(&b, "\n"+omittedLine+"\n", omitted)
 	b.WriteString(strings.ToValidUTF8(string(cutTail), "\uFFFD"))
 	return b.String()
 }
@@ -136,4 +136,19 @@ func trimPartialRuneStart(b []byte) []byte {
 		i++
 	}
 	return b[i:]
+}
+
+// omittedLine is the line String puts where it cut the middle of long
+// output.
+const omittedLine = "[... %d bytes omitted ...]"
+
+// Omitted reports whether line is the one String puts where it cut long
+// output, and how many bytes it says were cut there, so that front-ends can
+// show the cut as terp's doing, and count it when they fold the output.
+func Omitted(line string) (int64, bool) {
+	var n int64
+	if _, err := fmt.Sscanf(line, omittedLine, &n); err != nil || fmt.Sprintf(omittedLine, n) != line {
+		return 0, false
+	}
+	return n, true
 }

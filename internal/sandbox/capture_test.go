@@ -168,3 +168,19 @@ func BenchmarkCapture(b *testing.B) {
 		}
 	}
 }
+
+// Omitted recognises the line String writes where it cut, and only that
+// line: output that merely mentions it stays output.
+func TestOmitted(t *testing.T) {
+	c := NewCapture(10)
+	_, _ = c.Write([]byte(strings.Repeat("x", 1000)))
+	lines := strings.Split(c.String(), "\n")
+	if n, ok := Omitted(lines[1]); !ok || n != 990 {
+		t.Errorf("Omitted(%q) = %d, %v; want 990, true", lines[1], n, ok)
+	}
+	for _, l := range []string{"", "xxxxx", "[... 12 bytes omitted ...] and more", " [... 12 bytes omitted ...]", "[... -1 bytes omitted ...]x"} {
+		if _, ok := Omitted(l); ok {
+			t.Errorf("Omitted(%q) = true; want false", l)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
 )
 
@@ -61,9 +61,6 @@ const (
 	outputLines = 20
 	codeLines   = 20
 )
-
-// omitted matches the line the sandbox puts where it cut long output.
-var omitted = regexp.MustCompile(`^\[\.\.\. (\d+) bytes omitted \.\.\.\]$`)
 
 func (s *step) render(rc *renderContext) block {
 	t := rc.theme
@@ -197,10 +194,10 @@ func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
 	}
 	t := rc.theme
 	var lines []string
-	cutAt := map[int]string{} // line index: bytes terp cut there
+	cutAt := map[int]int64{} // line index: bytes terp cut there
 	for _, l := range strings.Split(strings.ReplaceAll(text, "\t", "    "), "\n") {
-		if m := omitted.FindStringSubmatch(l); m != nil {
-			cutAt[len(lines)] = m[1]
+		if n, ok := sandbox.Omitted(l); ok {
+			cutAt[len(lines)] = n
 			lines = append(lines, t.notice.Render(l+" (cut by terp; the model saw the same)"))
 			continue
 		}
@@ -212,7 +209,7 @@ func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
 		fold := fmt.Sprintf("… %d earlier lines", hidden)
 		for i := range hidden {
 			if n, ok := cutAt[i]; ok {
-				fold += ", " + n + " bytes cut by terp"
+				fold += fmt.Sprintf(", %d bytes cut by terp", n)
 			}
 		}
 		b.add("    " + t.dim.Render(fold+" · ctrl+o shows all"))
