@@ -61,6 +61,7 @@ stays on infrastructure you control.`,
 		Version: versionString(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().BoolP("version", "v", false, "print terp's version, as terp version does")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usagef("%v; run '%s --help' for usage", err, cmd.CommandPath())
 	})
