@@ -361,6 +361,9 @@ func TestCancelledQuestionKeepsTheHistoryAlternating(t *testing.T) {
 	s := llmtest.New(t,
 		func(llmtest.Request) llmtest.Reply {
 			cancel() // the user presses Ctrl+C while the model thinks
+			// and the model goes on thinking: the answer must not arrive
+			// before the client has seen the cancel.
+			time.Sleep(time.Second)
 			return llmtest.Answer("too late")
 		},
 		func(req llmtest.Request) llmtest.Reply {
