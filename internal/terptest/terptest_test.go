@@ -3,11 +3,58 @@ package terptest
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 )
+
+// helperEnv makes this test binary, run again by TestDockerSkipNotice, play
+// a package whose Docker tests skip.
+const helperEnv = "TERPTEST_DOCKER_HELPER"
+
+// TestDockerSkipHelper is two Docker tests of a package; it does nothing
+// unless TestDockerSkipNotice runs it.
+func TestDockerSkipHelper(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("run by TestDockerSkipNotice")
+	}
+	for _, name := range []string{"first", "second"} {
+		t.Run(name, func(t *testing.T) {
+			DockerImage(t)
+			t.Error("DockerImage returned without a daemon")
+		})
+	}
+}
+
+// TestDockerSkipNotice runs a test binary whose Docker tests skip, no daemon
+// answering, and checks that the notice is printed once, in capitals, on
+// stderr and in the notices file `make test` prints after go test, which
+// hides whatever a passing package printed.
+func TestDockerSkipNotice(t *testing.T) {
+	notices := filepath.Join(t.TempDir(), "notices")
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestDockerSkipHelper$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "DOCKER_HOST=unix:///nonexistent/docker.sock", NoticesEnv+"="+notices)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the helper failed: %v\n%s%s", err, out, stderr.String())
+	}
+	const notice = "*** DOCKER TESTS SKIPPED: no daemon at unix:///nonexistent/docker.sock"
+	if n := strings.Count(stderr.String(), notice); n != 1 {
+		t.Errorf("stderr holds the notice %d times, want once:\n%s", n, stderr.String())
+	}
+	data, err := os.ReadFile(notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], notice) || !strings.HasSuffix(lines[0], " ***") {
+		t.Errorf("notices file holds %q, want the notice once", data)
+	}
+}
 
 // TestEveryBuiltBinaryIsRemoved checks that each package whose tests build
 // terp with Binary removes it in its TestMain: a package that forgets leaves
