@@ -107,7 +107,9 @@ func (b *Broker[T]) Publish(ctx context.Context, v T) bool {
 // its channel. It stops waiting for a subscriber whose own context ended
 // (nobody reads that channel any more), and for all of them when ctx ends,
 // returning ctx's error; it returns ErrClosed after Close. While it waits,
-// subscribers can neither join nor leave.
+// subscribers can neither join nor leave, and a Publish from another
+// producer can be held up behind one that tries: terp's producers are one
+// loop each, which never publishes twice at once.
 func (b *Broker[T]) Deliver(ctx context.Context, v T) error {
 	if err := ctx.Err(); err != nil {
 		return err
