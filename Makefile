@@ -43,8 +43,15 @@ apt-install:
 example: deps build
 	$(BIN) ask -f examples/sales.csv "$$(cat examples/question.txt)"
 
+# go test shows nothing a passing package printed, so a test that skipped
+# for want of something (a Docker daemon, root) could go unseen: terptest
+# appends its notice to $TERP_TEST_NOTICES as well, and test prints the
+# notices after the run.
 test: test-deps
-	$(GO) test -race ./...
+	@notices=$$(mktemp); echo "$(GO) test -race ./..."; \
+	TERP_TEST_NOTICES=$$notices $(GO) test -race ./...; status=$$?; \
+	if [ -s $$notices ]; then echo; sort -u $$notices; echo; fi; \
+	rm -f $$notices; exit $$status
 	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory test-unprivileged; fi
 
 # test-unprivileged runs the adversarial suite again as nobody, the way most

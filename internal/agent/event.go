@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"time"
 
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/pubsub"
 )
 
 // Event is something the loop reports while it works. Every front-end (the
@@ -83,8 +85,12 @@ func (Answer) isEvent()         {}
 func (Failed) isEvent()         {}
 func (Notice) isEvent()         {}
 
-// droppable reports whether a slow consumer may miss e.
-func droppable(e Event) bool {
+// lossy reports whether a slow consumer may miss e. Token deltas are many
+// and small: the answer comes whole in Answer, and the reasoning is only a
+// glimpse of the model at work, so a consumer that falls behind loses part of
+// the animation and nothing else. Any other event is something a user, a log
+// or a stored transcript would miss.
+func lossy(e Event) bool {
 	switch e.(type) {
 	case TextDelta, ReasoningDelta:
 		return true
@@ -92,26 +98,22 @@ func droppable(e Event) bool {
 	return false
 }
 
-// Events is a channel-backed event stream. Send never blocks on a droppable
-// event; every other event is delivered, waiting for the consumer as needed.
-type Events struct {
-	C chan Event
-}
-
-// NewEvents returns a stream with room for buffer events.
-func NewEvents(buffer int) *Events { return &Events{C: make(chan Event, buffer)} }
-
-// Send delivers e, or drops it when it is a delta and the buffer is full.
-func (s *Events) Send(e Event) {
-	if droppable(e) {
-		select {
-		case s.C <- e:
-		default:
-		}
+// Publish sends e to b's subscribers by the one rule every front-end shares:
+// token deltas are dropped when a subscriber is full, every other event waits
+// for it, until ctx ends. It is the only place that decides which events may
+// be lost; consumers subscribe to b and read what arrives.
+func Publish(ctx context.Context, b *pubsub.Broker[Event], e Event) {
+	if lossy(e) {
+		b.Publish(ctx, e)
 		return
 	}
-	s.C <- e
+	_ = b.Deliver(ctx, e) // ctx ended or b closed: nobody is left to tell
 }
 
-// Close ends the stream; the consumer's range loop then finishes.
-func (s *Events) Close() { close(s.C) }
+// Sender returns the send function Ask takes, publishing on b with Publish.
+// ctx bounds how long the loop waits for a slow consumer: the consumer's
+// lifetime (the chat's, say), not the turn's, so the events of a cancelled
+// turn still reach a screen that is there to show them.
+func Sender(ctx context.Context, b *pubsub.Broker[Event]) func(Event) {
+	return func(e Event) { Publish(ctx, b, e) }
+}

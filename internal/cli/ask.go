@@ -19,6 +19,7 @@ import (
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/pubsub"
 	"github.com/terpdev/terp/internal/sanitize"
 	"github.com/terpdev/terp/internal/tui"
 )
@@ -245,20 +246,24 @@ type asker interface {
 
 // runTurn runs the loop, showing progress on stderr when show is set. Events
 // are consumed on their own goroutine, so a slow terminal never holds up the
-// loop (text deltas are dropped first).
+// loop (text deltas are dropped first). The consumer reads until the broker
+// closes, whatever happens to ctx, so delivery waits on a context that is
+// not cancelled: a turn interrupted mid-step still shows what it did.
 func runTurn(ctx context.Context, f *Factory, a asker, question string, show bool) (agent.Result, error) {
-	events := agent.NewEvents(256)
+	events := pubsub.New[agent.Event](256)
+	stay := context.WithoutCancel(ctx)
+	sub := events.Subscribe(stay)
 	done := make(chan struct{})
 	p := &progress{w: f.IO.ErrOut, styles: newStyles(lipgloss.NewRenderer(f.IO.ErrOut))}
 	go func() {
 		defer close(done)
-		for e := range events.C {
+		for e := range sub {
 			if show {
 				p.handle(e)
 			}
 		}
 	}()
-	res, err := a.Ask(ctx, question, events.Send)
+	res, err := a.Ask(ctx, question, agent.Sender(stay, events))
 	events.Close()
 	<-done
 	return res, err

@@ -56,6 +56,53 @@ var docker struct {
 	sync.Once
 	skip string // why the Docker tests skip; empty when they run
 	err  error
+	// told is done once the skip was announced: once per test binary,
+	// not once per test.
+	told sync.Once
+}
+
+// NoticesEnv names a file that skip notices are appended to, besides
+// stderr. go test shows nothing a passing package printed unless run with
+// -v, so `make test` collects the notices there and prints them after the
+// run, where they are seen.
+const NoticesEnv = "TERP_TEST_NOTICES"
+
+// skipLoudly skips t for a reason the person running the tests must not
+// miss: a test that skips passes, and without -v nobody sees why. The reason
+// goes to stderr and to the notices file in capitals, once per reason and
+// test binary, and then to t.Skip. A notices file that cannot be written is
+// a broken test setup, so it fails the test.
+func skipLoudly(t testing.TB, once *sync.Once, reason string) {
+	t.Helper()
+	var err error
+	once.Do(func() { err = announce(reason) })
+	if err != nil {
+		t.Fatalf("write the skip notice to $%s: %v", NoticesEnv, err)
+	}
+	t.Skip(reason)
+}
+
+// announce prints the notice for reason on stderr and appends it to the
+// notices file, if there is one. go test keys a cached result on the
+// environment the test read, and `make test` names a new file each run, so a
+// test binary that skipped runs again next time and says so again, instead
+// of passing from the cache in silence.
+func announce(reason string) error {
+	line := "*** " + reason + " ***"
+	fmt.Fprintln(os.Stderr, "\n"+line)
+	path := os.Getenv(NoticesEnv)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // DockerImage returns the image the Docker tests run: the one `make
@@ -87,8 +134,7 @@ func DockerImage(t testing.TB) string {
 		t.Fatal(docker.err)
 	}
 	if docker.skip != "" {
-		fmt.Fprintln(os.Stderr, "\n*** "+docker.skip+" ***")
-		t.Skip(docker.skip)
+		skipLoudly(t, &docker.told, docker.skip)
 	}
 	return img
 }
@@ -117,6 +163,9 @@ func TempDir(t testing.TB) string {
 	return dir
 }
 
+// smallDiskTold is done once SmallDisk's skip was announced.
+var smallDiskTold sync.Once
+
 // SmallDisk mounts a tmpfs of size bytes on a new temporary directory and
 // returns the directory, for tests of what terp does when its disk fills up:
 // a file system that small fills in a moment, and frees at once. Mounting
@@ -125,9 +174,7 @@ func TempDir(t testing.TB) string {
 func SmallDisk(t testing.TB, size int64) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		msg := "FULL-DISK TEST SKIPPED: it needs root to mount a tmpfs"
-		fmt.Fprintln(os.Stderr, "\n*** "+msg+" ***")
-		t.Skip(msg)
+		skipLoudly(t, &smallDiskTold, "FULL-DISK TEST SKIPPED: it needs root to mount a tmpfs")
 	}
 	dir := TempDir(t)
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0711", size)); err != nil {

@@ -18,6 +18,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/pubsub"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -74,58 +75,54 @@ type download struct {
 }
 
 // stream carries one turn's events, and then its end, to the UI in order.
-// The loop runs in a goroutine; the UI takes one message per waitForEvent
-// and asks for the next. Token deltas are dropped when the UI falls behind
-// (the answer comes whole at the end); other events wait for it, unless
-// the chat has ended and nobody will read them.
+// The loop runs in a goroutine and publishes on a broker (agent.Publish
+// decides what a slow screen may miss); the UI subscribed before the turn
+// began, takes one event per waitForEvent and asks for the next. Once the
+// broker closes, after the last event, the turn's end is read from end.
 type stream struct {
-	c    chan tea.Msg
-	done <-chan struct{}
+	life   context.Context
+	events *pubsub.Broker[agent.Event]
+	sub    <-chan agent.Event
+	// end is the turn's outcome; it is written before ended is closed,
+	// and ended before events is.
+	end   turnDoneMsg
+	ended chan struct{}
 }
 
+// newStream subscribes for a turn that has not started yet. Events wait for
+// the UI for as long as ctx, the chat's life, lasts.
 func newStream(ctx context.Context) *stream {
-	return &stream{c: make(chan tea.Msg, 256), done: ctx.Done()}
+	b := pubsub.New[agent.Event](256)
+	return &stream{life: ctx, events: b, sub: b.Subscribe(ctx), ended: make(chan struct{})}
 }
 
-func (s *stream) send(e agent.Event) {
-	msg := eventMsg{e}
-	switch e.(type) {
-	case agent.TextDelta, agent.ReasoningDelta:
-		select {
-		case s.c <- msg:
-		default:
-		}
-		return
-	}
-	select {
-	case s.c <- msg:
-	case <-s.done:
-	}
+// finish records the turn's end and closes the stream behind its events.
+func (s *stream) finish(msg turnDoneMsg) {
+	s.end = msg
+	close(s.ended)
+	s.events.Close()
 }
 
-func (s *stream) finish(msg tea.Msg) {
-	select {
-	case s.c <- msg:
-	case <-s.done:
-	}
-	close(s.c)
-}
-
-// waitForEvent returns the stream's next message.
+// waitForEvent returns the stream's next message: an event, then the turn's
+// end; nothing once the chat ended before the turn did.
 func waitForEvent(s *stream) tea.Cmd {
 	return func() tea.Msg {
-		msg, ok := <-s.c
-		if !ok {
+		if e, ok := <-s.sub; ok {
+			return eventMsg{e}
+		}
+		select {
+		case <-s.ended:
+			return s.end
+		default:
 			return nil
 		}
-		return msg
 	}
 }
 
 // ask runs a turn and then loads its files, sending everything on s.
 func ask(ctx context.Context, conv Conversation, question string, s *stream) tea.Cmd {
 	return func() tea.Msg {
-		turn, err := conv.Ask(ctx, question, s.send)
+		turn, err := conv.Ask(ctx, question, agent.Sender(s.life, s.events))
 		done := turnDoneMsg{turn: turn, err: err}
 		for _, f := range turn.Files {
 			done.files = append(done.files, load(f))
