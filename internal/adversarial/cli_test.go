@@ -173,7 +173,7 @@ func TestAskSurvivesHostileSteps(t *testing.T) {
 		"TERP_TIMEOUT":       "3s",
 	}, "be hostile")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "alive" {
-		t.Errorf("exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+		t.Fatalf("exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
 	}
 	for i, req := range srv.Requests()[1:] {
 		if res, err := req.ToolResult(); err == nil && i%2 == 0 {

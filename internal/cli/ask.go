@@ -126,13 +126,14 @@ func checkRun(ctx context.Context, f *Factory, cfg *config.Config, files []strin
 	return pickServer(ctx, f, cfg)
 }
 
-// checkOutDir makes sure the files the code saves can be downloaded to dir
-// (the current directory when empty, where terp-<id> is made), before any
-// model call: a dir that is a file, or in a place terp may not write, would
-// otherwise be found out only after the answer.
+// checkOutDir makes sure the files the code saves can be downloaded to dir,
+// the -o the user gave, before any model call: a dir that is a file, or in a
+// place terp may not write, would otherwise be found out only after the
+// answer. Without -o nothing is checked: a question whose code saves no file
+// needs no directory, and terp-<id> is made only when one is saved.
 func checkOutDir(dir string) error {
 	if dir == "" {
-		dir = "."
+		return nil
 	}
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
