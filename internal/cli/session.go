@@ -241,10 +241,16 @@ func (s *session) Ask(ctx context.Context, question string, send func(agent.Even
 }
 
 // begin readies the sandbox for work and holds off the idle pause until end.
-func (s *session) begin(ctx context.Context) error {
+// When it fails there is no end to come, so it lets the pause be armed again.
+func (s *session) begin(ctx context.Context) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.busy++
+	defer func() {
+		if err != nil {
+			s.busy--
+		}
+	}()
 	if s.idle != nil {
 		s.idle.Stop()
 	}
@@ -725,10 +731,16 @@ func (s *session) release() {
 // removeConversation deletes a conversation: its sandbox, wherever it is, then its
 // record. It is what `terp sessions rm` does.
 func removeConversation(ctx context.Context, f *Factory, cfg *config.Config, st *store.Store, conv *store.Conversation) error {
-	if conv.Sandbox.SessionID != "" && conv.Sandbox.Backend == cfg.Sandbox {
-		backend, err := f.NewBackend(cfg)
+	if conv.Sandbox.SessionID != "" {
+		// The sandbox lives on the backend the record names, whatever
+		// this command's configuration says.
+		own := *cfg
+		if conv.Sandbox.Backend != "" {
+			own.Sandbox = conv.Sandbox.Backend
+		}
+		backend, err := f.NewBackend(&own)
 		if err != nil {
-			return err
+			return fmt.Errorf("remove the sandbox of conversation %s (on %s): %w", conv.ID, own.Sandbox, err)
 		}
 		sbx, err := backend.Resume(ctx, sandbox.SessionID(conv.Sandbox.SessionID))
 		switch {

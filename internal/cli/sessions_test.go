@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -11,13 +12,16 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
 )
@@ -476,5 +480,80 @@ func TestSessionsListFitsTheTerminal(t *testing.T) {
 		if at < 0 || ansi.StringWidth(lines[i][:at]) != col {
 			t.Errorf("model %q is not under MODEL (column %d):\n%s", model, col, r.stdout)
 		}
+	}
+}
+
+// sessions rm removes the sandbox on the backend the record names, not the
+// one this command is configured for: a local conversation removed with
+// TERP_SANDBOX=docker set loses its /work too.
+func TestSessionsRmUsesTheRecordsBackend(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("one")))
+	env, dataDir := sharedEnv(t, s)
+	a := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "a question"))
+	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*")); len(sandboxes) != 1 {
+		t.Fatalf("sandboxes after ask: %v", sandboxes)
+	}
+	env["TERP_SANDBOX"] = "docker"
+	r := terp(t, env, "", "sessions", "rm", a.ConversationID)
+	if r.code != 0 {
+		t.Fatalf("sessions rm (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*")); len(sandboxes) != 0 {
+		t.Errorf("the local sandbox survived sessions rm with TERP_SANDBOX=docker: %v", sandboxes)
+	}
+}
+
+// resumeFailsOnce is a real backend whose first Resume fails, as when a
+// daemon is briefly away.
+type resumeFailsOnce struct {
+	sandbox.Backend
+	failed atomic.Bool
+}
+
+func (b *resumeFailsOnce) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.Sandbox, error) {
+	if b.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("the sandbox backend is briefly away")
+	}
+	return b.Backend.Resume(ctx, id)
+}
+
+// A wake that fails leaves the idle pause working for the rest of the chat:
+// after the next question, which wakes the sandbox, being away pauses it
+// again, and the question after that is told so.
+func TestFailedWakeKeepsTheIdlePause(t *testing.T) {
+	restarted := func(req llmtest.Request) bool {
+		return strings.Contains(req.Messages[len(req.Messages)-1].Content, "The Python session was restarted")
+	}
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 1")),
+		llmtest.Fixed(llmtest.Answer("one")),
+		func(req llmtest.Request) llmtest.Reply {
+			if !restarted(req) {
+				t.Error("the question after the failed wake was not told of the restart")
+			}
+			return llmtest.Answer("three")
+		},
+		func(req llmtest.Request) llmtest.Reply {
+			if !restarted(req) {
+				t.Error("after the failed wake, being away no longer paused the sandbox")
+			}
+			return llmtest.Answer("four")
+		})
+	env, _ := sharedEnv(t, s)
+	var out, errOut bytes.Buffer
+	f := NewFactory()
+	f.IO = IOStreams{In: &slowLines{lines: []string{"one", "two", "three", "four"}, wait: time.Second}, Out: &out, ErrOut: &errOut}
+	f.Getenv = func(k string) string { return env[k] }
+	real := f.NewBackend
+	f.NewBackend = func(cfg *config.Config) (sandbox.Backend, error) {
+		b, err := real(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &resumeFailsOnce{Backend: b}, nil
+	}
+	Run(context.Background(), f, []string{"chat", "-o", terptest.TempDir(t), "--idle-pause", "200ms"})
+	if !strings.Contains(errOut.String(), "briefly away") || !strings.Contains(out.String(), "four") {
+		t.Errorf("stdout %q, stderr:\n%s", out.String(), errOut.String())
 	}
 }
