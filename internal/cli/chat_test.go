@@ -38,8 +38,10 @@ func TestChatREPLWithPipedStdin(t *testing.T) {
 		"never asked",
 	}, "\n") + "\n"
 	r := terp(t, serverEnv(s), stdin, "chat", "--prewarm", "", "-o", out)
-	if r.code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	// /frobnicate and "/steps zero" were wrong: the session goes on, and
+	// its exit code says so.
+	if r.code != exitUsage {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, exitUsage, r.stderr)
 	}
 	want := []string{
 		"The month that grew the most: 42\n",
@@ -313,5 +315,16 @@ func TestChatContinuesAStoredConversation(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(said, "\n"), "what is six times seven?") {
 		t.Errorf("the chat did not go on with the stored conversation; the model got:\n%s", strings.Join(said, "\n"))
+	}
+}
+
+// A question that reached the step cap makes the line-mode chat exit 3, as
+// ask does; a failed question still outranks it.
+func TestChatREPLExitsAtTheStepCap(t *testing.T) {
+	loop := llmtest.Fixed(llmtest.RunPython("print(1)"))
+	s := llmtest.New(t, loop, llmtest.Fixed(llmtest.Answer("done")))
+	r := terp(t, serverEnv(s), "loop\nthen answer\n", "chat", "--exec-mode", "script", "--max-steps", "1")
+	if r.code != exitMaxSteps || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exit %d, want %d; stdout %q, stderr:\n%s", r.code, exitMaxSteps, r.stdout, r.stderr)
 	}
 }

@@ -25,8 +25,10 @@ type repl struct {
 	// model is the model the questions go to, after any /model.
 	model string
 	steps int
-	// failed is set when a turn ended in error, for the exit code.
-	failed bool
+	// worst is the exit code of the most serious thing that happened, for
+	// the REPL's own: a failed question (1) over a wrong command (2) over
+	// a question that reached the step cap (3).
+	worst int
 }
 
 // errQuit ends the REPL from a /quit.
@@ -72,6 +74,9 @@ func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 			return ctx.Err()
 		case err != nil:
 			fmt.Fprintln(r.f.IO.ErrOut, "terp: "+sanitize.Terminal(err.Error()))
+			if errors.As(err, new(usageError)) {
+				r.note(exitUsage)
+			}
 		}
 	}
 	if err := in.Err(); err != nil {
@@ -80,13 +85,22 @@ func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 	return r.outcome()
 }
 
-// outcome is the exit status of the whole REPL: 1 when a question failed,
-// so that a script feeding questions can tell.
+// outcome is the exit status of the whole REPL, so that a script feeding
+// questions can tell: the code of the most serious thing that happened.
 func (r *repl) outcome() error {
-	if r.failed {
-		return silentError{code: exitError}
+	if r.worst != 0 {
+		return silentError{code: r.worst}
 	}
 	return nil
+}
+
+// note records an exit code; a failed question outranks a wrong command,
+// which outranks the step cap.
+func (r *repl) note(code int) {
+	rank := map[int]int{exitError: 3, exitUsage: 2, exitMaxSteps: 1}
+	if rank[code] > rank[r.worst] {
+		r.worst = code
+	}
 }
 
 // prompt invites a person typing on a terminal; piped input gets none.
@@ -121,10 +135,11 @@ func (r *repl) ask(ctx context.Context, question string) error {
 	var silent silentError
 	switch {
 	case errors.As(err, &silent):
-		// The step cap: the answer says so; the REPL goes on.
+		// The step cap or a budget: the answer says so; the REPL goes on.
+		r.note(silent.code)
 		return nil
 	case err != nil && !errors.Is(err, context.Canceled):
-		r.failed = true
+		r.note(exitError)
 	}
 	return err
 }
