@@ -13,6 +13,7 @@ import (
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/terptest"
+	"github.com/terpdev/terp/internal/tui"
 )
 
 func TestChatREPLWithPipedStdin(t *testing.T) {
@@ -326,5 +327,16 @@ func TestChatREPLExitsAtTheStepCap(t *testing.T) {
 	r := terp(t, serverEnv(s), "loop\nthen answer\n", "chat", "--exec-mode", "script", "--max-steps", "1")
 	if r.code != exitMaxSteps || !strings.Contains(r.stdout, "done") {
 		t.Fatalf("exit %d, want %d; stdout %q, stderr:\n%s", r.code, exitMaxSteps, r.stdout, r.stderr)
+	}
+}
+
+// The line-mode chat's /help is the same table as the chat UI's.
+func TestChatREPLHelpListsEveryCommand(t *testing.T) {
+	s := llmtest.New(t)
+	r := terp(t, serverEnv(s), "/help\n", "chat", "--exec-mode", "script")
+	for _, c := range tui.Commands {
+		if !strings.Contains(r.stderr, c.Name) {
+			t.Errorf("/help lacks %s:\n%s", c.Name, r.stderr)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -146,24 +145,17 @@ func (r *repl) ask(ctx context.Context, question string) error {
 
 // command runs a slash command; results go to stdout, messages to stderr.
 func (r *repl) command(ctx context.Context, line string) error {
-	name, arg, _ := strings.Cut(line, " ")
-	arg = strings.TrimSpace(arg)
-	out, msg := r.f.IO.Out, r.f.IO.ErrOut
-	need := func(what string) error {
-		if arg == "" {
-			return usagef("%s needs %s", name, what)
-		}
-		return nil
+	cmd, arg, err := tui.ParseCommand(line)
+	if err != nil {
+		return usageError{err}
 	}
-	switch name {
-	case "/quit", "/exit", "/q":
+	out, msg := r.f.IO.Out, r.f.IO.ErrOut
+	switch cmd.Name {
+	case "/quit":
 		return errQuit
-	case "/help", "/?":
-		fmt.Fprint(msg, replHelp)
+	case "/help":
+		fmt.Fprint(msg, replHelp+tui.CommandsHelp())
 	case "/upload":
-		if err := need("a PATH"); err != nil {
-			return err
-		}
 		if err := checkUploads([]string{arg}); err != nil {
 			return err
 		}
@@ -171,7 +163,7 @@ func (r *repl) command(ctx context.Context, line string) error {
 			return err
 		}
 		fmt.Fprintf(msg, "uploaded %s\n", arg)
-	case "/files", "/ls":
+	case "/files":
 		files, err := r.sess.Files(ctx)
 		for _, fi := range files {
 			fmt.Fprintf(out, "%s\t%s\n", sanitize.Terminal(fi.Path), tui.SizeText(fi.Size))
@@ -180,9 +172,6 @@ func (r *repl) command(ctx context.Context, line string) error {
 			return err
 		}
 	case "/download":
-		if err := need("a NAME"); err != nil {
-			return err
-		}
 		name := strings.TrimPrefix(arg, "/work/")
 		files, err := r.sess.Download(ctx, []sandbox.FileInfo{{Path: name}})
 		if len(files) == 0 {
@@ -226,26 +215,16 @@ func (r *repl) command(ctx context.Context, line string) error {
 		r.sess.Agent.SetModel(arg)
 		fmt.Fprintln(msg, "model: "+arg)
 	case "/steps":
-		n, err := strconv.Atoi(arg)
-		if err != nil || n < 1 {
-			return usagef("/steps needs a whole number from 1 up")
+		n, err := tui.StepsArg(arg)
+		if err != nil {
+			return usageError{err}
 		}
 		r.steps = n
 		r.sess.Agent.SetMaxSteps(n)
 		fmt.Fprintf(msg, "at most %d steps per question\n", n)
-	default:
-		return usagef("unknown command %s; /help lists the commands", name)
 	}
 	return nil
 }
 
-const replHelp = `Type a question and press Enter; the answer is printed when it is complete.
-  /upload PATH     copy a file to /work
-  /files           list /work
-  /download NAME   copy /work/NAME to the output directory
-  /new             start a new conversation in a new sandbox
-  /resume [ID]     go on with a stored conversation; alone, list them
-  /model NAME      switch the model
-  /steps N         set the step cap
-  /quit            leave (or end the input)
-`
+// replHelp comes before the commands' table in the line-mode chat's /help.
+const replHelp = "Type a question and press Enter; the answer is printed when it is complete.\n"

@@ -21,9 +21,9 @@ func (m Model) complete() (Model, tea.Cmd) {
 		return m, nil
 	}
 	var matches []string
-	for _, c := range commands {
-		if strings.HasPrefix(c.name, v) {
-			matches = append(matches, c.name)
+	for _, c := range Commands {
+		if strings.HasPrefix(c.Name, v) {
+			matches = append(matches, c.Name)
 		}
 	}
 	m.offer(v, "", matches, " ")

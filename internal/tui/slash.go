@@ -4,26 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/terpdev/terp/internal/sanitize"
 )
-
-// commands lists the slash commands, for /help and for Tab.
-var commands = []struct{ name, args, help string }{
-	{"/upload", "PATH", "copy a file from this machine to /work (Tab completes)"},
-	{"/files", "", "list the files in /work"},
-	{"/download", "NAME", "copy /work/NAME to the output directory"},
-	{"/new", "", "start a new conversation in a new sandbox"},
-	{"/resume", "[ID]", "go on with a stored conversation; alone, list them"},
-	{"/model", "NAME", "switch the model for the next questions"},
-	{"/steps", "N", "set the step cap for the next questions"},
-	{"/help", "", "show this help"},
-	{"/quit", "", "leave terp (also ctrl+d on an empty line)"},
-}
 
 const keysHelp = `Keys
   enter sends · alt+enter or ctrl+j starts a new line
@@ -33,27 +19,19 @@ const keysHelp = `Keys
   ctrl+p/ctrl+n recall earlier questions`
 
 func helpText() string {
-	var b strings.Builder
-	b.WriteString("Commands\n")
-	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-16s %s\n", strings.TrimSpace(c.name+" "+c.args), c.help)
-	}
-	b.WriteString(keysHelp)
-	return b.String()
+	return "Commands\n" + CommandsHelp() + keysHelp
 }
 
 // command runs a slash command. Mistakes get a message on the status
 // line and leave the input as it was, to be fixed.
 func (m Model) command(line string) (Model, tea.Cmd) {
-	name, arg, _ := strings.Cut(line, " ")
-	arg = unquote(strings.TrimSpace(arg))
-	needsArg := func(what string) bool {
-		if arg == "" {
-			m.status.say(fmt.Sprintf("%s needs %s: %s %s", name, strings.ToLower(what), name, what), true)
-			return false
-		}
-		return true
+	cmd, arg, err := ParseCommand(line)
+	if err != nil {
+		m.status.say(upperFirst(err.Error())+".", true)
+		return m, nil
 	}
+	name := cmd.Name
+	arg = unquote(arg)
 	idle := func() bool {
 		if m.job != nil {
 			m.status.say(fmt.Sprintf("Still busy with %s: wait, or press ctrl+c to cancel it.", m.job.what), true)
@@ -62,13 +40,13 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		return true
 	}
 	switch name {
-	case "/help", "/?":
+	case "/help":
 		m.input.take()
 		m.transcript.add(&note{text: helpText()})
 		m.transcript.toEnd()
 		m.status.clear()
 		return m, nil
-	case "/quit", "/exit", "/q":
+	case "/quit":
 		return m.quit()
 	case "/model":
 		if arg == "" {
@@ -85,12 +63,12 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		m.status.say("The next questions go to "+arg+".", false)
 		return m, nil
 	case "/steps":
-		if !needsArg("N") || !idle() {
+		if !idle() {
 			return m, nil
 		}
-		n, err := strconv.Atoi(arg)
-		if err != nil || n < 1 {
-			m.status.say(fmt.Sprintf("/steps needs a whole number from 1 up, not %q.", arg), true)
+		n, err := StepsArg(arg)
+		if err != nil {
+			m.status.say(upperFirst(err.Error())+".", true)
 			return m, nil
 		}
 		m.input.take()
@@ -101,17 +79,17 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		m.status.say(fmt.Sprintf("At most %d steps per question from now on.", n), false)
 		return m, nil
 	case "/upload":
-		if !needsArg("PATH") || !idle() {
+		if !idle() {
 			return m, nil
 		}
 		return m.begin("the upload of "+arg, func(ctx context.Context) tea.Cmd { return upload(ctx, m.conv, arg) })
 	case "/download":
-		if !needsArg("NAME") || !idle() {
+		if !idle() {
 			return m, nil
 		}
 		name := strings.TrimPrefix(strings.TrimPrefix(arg, "/work/"), "./")
 		return m.begin("the download of "+name, func(ctx context.Context) tea.Cmd { return fetch(ctx, m.conv, name) })
-	case "/files", "/ls":
+	case "/files":
 		if !idle() {
 			return m, nil
 		}
@@ -150,8 +128,14 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		}
 		return m.begin("resuming "+arg, func(context.Context) tea.Cmd { return resumeConversation(m.ctx, m.resume, arg) })
 	}
-	m.status.say(fmt.Sprintf("Unknown command %s: /help lists the commands.", name), true)
 	return m, nil
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // begin starts a job other than a turn; its command reports to jobDone.
