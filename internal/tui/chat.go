@@ -79,9 +79,10 @@ type Model struct {
 
 // job is the work in progress.
 type job struct {
-	what    string
-	cancel  context.CancelFunc
-	started time.Time
+	what       string
+	cancel     context.CancelFunc
+	cancelling bool // ctrl+c cancelled it; it has not ended yet
+	started    time.Time
 	// For a turn: its events, its steps, and the tokens the conversation
 	// had used before it.
 	stream       *stream

@@ -62,16 +62,23 @@ func (m Model) key(k tea.KeyMsg) (Model, tea.Cmd) {
 }
 
 // interrupt is ctrl+c: it cancels what runs and keeps the conversation;
-// with nothing running it clears the input; a second one quits.
+// with nothing running it clears the input; a second one quits. The press
+// that cancels does not count towards quitting: people press ctrl+c again
+// and again to stop runaway code, and must not lose the chat for it.
 func (m Model) interrupt() (Model, tea.Cmd) {
+	if m.job != nil && !m.job.cancelling {
+		m.job.cancel()
+		m.job.cancelling = true
+		m.status.say("Cancelling "+m.job.what+"…; the conversation goes on.", false)
+		return m, nil
+	}
 	if m.quitArmed {
 		return m.quit()
 	}
 	m.quitArmed = true
 	switch {
 	case m.job != nil:
-		m.job.cancel()
-		m.status.say("Cancelling "+m.job.what+"… (ctrl+c again quits)", false)
+		m.status.say("Still stopping "+m.job.what+"… (ctrl+c again quits)", false)
 	case m.input.value() != "":
 		m.input.take()
 		m.status.say("Cleared. ctrl+c again quits.", false)

@@ -44,6 +44,12 @@ func TestCtrlCCancelsTheTurnAndTheChatGoesOn(t *testing.T) {
 		}
 	}
 
+	// The ctrl+c that cancelled does not count towards quitting: the next
+	// one only warns.
+	l.send(ctrlC)
+	l.waitFor(t, "the quit hint after the cancel", func(s string, _ bool) bool { return strings.Contains(s, "Press ctrl+c again to quit") })
+	l.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")}, tea.KeyMsg{Type: tea.KeyBackspace})
+
 	l.send(askKeys("are you there?")...)
 	l.waitFor(t, "the second answer", func(s string, busy bool) bool { return !busy && strings.Contains(s, "still here") })
 	if got := conv.asked; len(got) != 2 || got[1] != "are you there?" {

@@ -13,7 +13,7 @@ import (
 
 const keysHelp = `Keys
   enter sends · alt+enter or ctrl+j starts a new line
-  ctrl+c cancels what runs (the conversation goes on); twice quits
+  ctrl+c cancels what runs (the conversation goes on); twice more quits
   pgup/pgdn scroll; ↑/↓ too when the input is empty; esc jumps to the end
   ctrl+t shows the model's thinking · ctrl+o shows all code and output
   ctrl+p/ctrl+n recall earlier questions`
