@@ -143,6 +143,9 @@ func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 		tea.WithAltScreen(),
 	).Run()
 	cancel()
+	id := convs.currentID()
+	convs.close()
+	resumeHint(f, id)
 	switch {
 	case errors.Is(err, tea.ErrInterrupted), ctx.Err() != nil:
 		return context.Canceled
@@ -225,6 +228,31 @@ func (c *chatConversations) switchTo(s *session, err error) (*chatConversation, 
 		old.close()
 	}
 	return conv, nil
+}
+
+// currentID is the id of the chat's conversation, "" before the first.
+func (c *chatConversations) currentID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == nil {
+		return ""
+	}
+	return c.current.s.ID
+}
+
+// resumeHint tells the user leaving a chat how to come back to its
+// conversation, when it was kept (an empty one is not).
+func resumeHint(f *Factory, id string) {
+	if id == "" {
+		return
+	}
+	st, err := f.Store()
+	if err != nil {
+		return
+	}
+	if _, err := st.Load(id); err == nil {
+		fmt.Fprintf(f.IO.ErrOut, "conversation %s is kept: terp chat --resume %s goes on with it\n", id, id)
+	}
 }
 
 func (c *chatConversations) close() {

@@ -58,7 +58,7 @@ func TestChatREPLWithPipedStdin(t *testing.T) {
 		}
 		rest = rest[i+len(w):]
 	}
-	for _, w := range []string{"unknown command /frobnicate", "uploaded " + data, "/steps needs a whole number"} {
+	for _, w := range []string{"unknown command /frobnicate", "uploaded " + data, "/steps needs a whole number", "is kept: terp chat --resume "} {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("stderr does not say %q:\n%s", w, r.stderr)
 		}
@@ -209,7 +209,9 @@ func TestChatInTmux(t *testing.T) {
 		"TERP_BASE_URL=" + s.BaseURL(), "TERP_MODEL=test-model",
 	}
 	exitFile := filepath.Join(dir, "exit-code")
-	tm := startTmux(t, dir, env, fmt.Sprintf("%s chat; echo $? > %s", bin, exitFile))
+	// The shell waits after terp, so that what terp printed on leaving
+	// stays on the screen to be read.
+	tm := startTmux(t, dir, env, fmt.Sprintf("%s chat; echo $? > %s; sleep 60", bin, exitFile))
 	title := tm.run("display", "-p", "-t", "terp", "#{pane_title}")
 
 	tm.waitFor("the chat to start", 30*time.Second, "Ask about your data", "test-model")
@@ -277,6 +279,8 @@ func TestChatInTmux(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Leaving says how to come back.
+	tm.waitFor("the resume hint", 10*time.Second, "is kept: terp chat --resume ")
 	wantPausedConversations(t, filepath.Join(dir, "data", "terp"))
 }
 
@@ -338,5 +342,9 @@ func TestChatREPLHelpListsEveryCommand(t *testing.T) {
 		if !strings.Contains(r.stderr, c.Name) {
 			t.Errorf("/help lacks %s:\n%s", c.Name, r.stderr)
 		}
+	}
+	// Nothing was asked, so nothing was kept to come back to.
+	if strings.Contains(r.stderr, "is kept") {
+		t.Errorf("an empty chat offers to resume:\n%s", r.stderr)
 	}
 }

@@ -46,7 +46,10 @@ func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 	}
 	// Resuming may bring back the conversation's model.
 	r.model, r.steps = cfg.Model, cfg.MaxSteps
-	defer func() { r.sess.Close(ctx) }()
+	defer func() {
+		r.sess.Close(ctx)
+		resumeHint(r.f, r.sess.ID)
+	}()
 	for _, p := range opts.files {
 		if err := r.sess.Upload(ctx, p); err != nil {
 			return err
