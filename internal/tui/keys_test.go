@@ -156,6 +156,10 @@ func TestSlashCommands(t *testing.T) {
 			if tt.check != nil {
 				tt.check(t, conv)
 			}
+			// A command clears the input, whether it ran or failed.
+			if v := m.input.value(); v != "" {
+				t.Errorf("the input still holds %q", v)
+			}
 			if m.job != nil {
 				t.Error("the chat is still busy")
 			}

@@ -22,11 +22,13 @@ func helpText() string {
 	return "Commands\n" + CommandsHelp() + keysHelp
 }
 
-// command runs a slash command. Mistakes get a message on the status
-// line and leave the input as it was, to be fixed.
+// command runs a slash command. A mistake clears the input, as a command
+// that ran does, and the status line says what was wrong; a command refused
+// while the chat is busy stays in the input, to be sent once it is not.
 func (m Model) command(line string) (Model, tea.Cmd) {
 	cmd, arg, err := ParseCommand(line)
 	if err != nil {
+		m.input.take()
 		m.status.say(upperFirst(err.Error())+".", true)
 		return m, nil
 	}
@@ -68,6 +70,7 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		}
 		n, err := StepsArg(arg)
 		if err != nil {
+			m.input.take()
 			m.status.say(upperFirst(err.Error())+".", true)
 			return m, nil
 		}
@@ -99,6 +102,7 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 			return m, nil
 		}
 		if m.open == nil {
+			m.input.take()
 			m.status.say("This chat cannot start a new conversation.", true)
 			return m, nil
 		}
@@ -110,6 +114,7 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 			return m, nil
 		}
 		if m.resume == nil || m.list == nil {
+			m.input.take()
 			m.status.say("This chat cannot resume stored conversations.", true)
 			return m, nil
 		}
@@ -159,10 +164,6 @@ func (m *Model) jobDone(msg tea.Msg) {
 	case uploadedMsg:
 		if msg.err != nil {
 			m.status.say(firstLine(msg.err.Error()), true)
-			if m.input.value() == "" {
-				// Back in the input, the path is quickly fixed.
-				m.input.set("/upload " + msg.path)
-			}
 			return
 		}
 		m.transcript.add(&note{text: fmt.Sprintf("Uploaded %s to %s; the model hears of it with your next question.", msg.path, msg.dest)})
