@@ -300,14 +300,15 @@ except OSError as e:
 				"plus what the code writes in two watch intervals); the code is stopped, told why, and the next step runs",
 			own: &small,
 			// At most 2 GiB, so that a watch that failed fails the case
-			// without filling the disk, and at most 160 MB/s, so that
-			// Docker's watch (once a second) has time to see it.
+			// without filling the disk, and at most 80 MB/s, so that
+			// Docker's watch (an exec once a second or two, slower under
+			// load) has time to see it.
 			code: fixed(`import time
 chunk = b"x" * (8 << 20)
 for n in range(256):
     with open(f"/work/fill{n}.bin", "wb") as f:
         f.write(chunk)
-    time.sleep(0.05)
+    time.sleep(0.1)
 `),
 			timeout: 60 * time.Second,
 			check: func(t *testing.T, sbx sandbox.Sandbox, res kernel.Result) {

@@ -316,7 +316,7 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			// and then (a stop token straight after thinking); asking once
 			// more usually gets the answer.
 			nudged = true
-			a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: emptyReplyNudge})
+			a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: EmptyReplyNudge})
 			continue
 		}
 		// Reasoning is not sent back (unless the model needs it): the
@@ -359,9 +359,9 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 	return res, a.checkpoint(true)
 }
 
-// emptyReplyNudge is sent, once per turn, when the model replies with
+// EmptyReplyNudge is sent, once per turn, when the model replies with
 // neither text nor a tool call.
-const emptyReplyNudge = "Your reply was empty. Answer the question in plain text, or call run_python to compute what you need."
+const EmptyReplyNudge = "Your reply was empty. Answer the question in plain text, or call run_python to compute what you need."
 
 // withUploads tells the model about files uploaded since it last heard, and
 // anything else queued with Note.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
 	"github.com/terpdev/terp/internal/tui"
@@ -219,6 +220,7 @@ func (c *chatConversations) switchTo(s *session, err error) (*chatConversation, 
 	id := s.ID
 	conv := &chatConversation{s: s, cfg: c.cfg, warnings: c.warnings, info: tui.Info{
 		ID: id, Model: c.cfg.Model, Sandbox: c.cfg.Sandbox, MaxSteps: c.cfg.MaxSteps, Earlier: s.Conv.Turns,
+		Past: pastExchanges(s.Conv.Messages, maxPast),
 	}}
 	c.mu.Lock()
 	old := c.current
@@ -228,6 +230,32 @@ func (c *chatConversations) switchTo(s *session, err error) (*chatConversation, 
 		old.close()
 	}
 	return conv, nil
+}
+
+// maxPast is how many earlier exchanges a resumed chat shows.
+const maxPast = 10
+
+// pastExchanges are the last n questions of a stored conversation with the
+// answer each got: a user message (without the notes terp put before it)
+// and the last assistant text before the next question.
+func pastExchanges(msgs []llm.Message, n int) []tui.Exchange {
+	var out []tui.Exchange
+	for _, m := range msgs {
+		switch {
+		case m.Role == llm.RoleUser && m.Content == agent.EmptyReplyNudge:
+			// terp's, not the user's
+		case m.Role == llm.RoleUser:
+			if q := firstQuestion([]llm.Message{m}); q != "" {
+				out = append(out, tui.Exchange{Question: q})
+			}
+		case m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" && len(out) > 0:
+			out[len(out)-1].Answer = m.Content
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }
 
 // currentID is the id of the chat's conversation, "" before the first.

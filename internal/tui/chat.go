@@ -123,8 +123,23 @@ func New(opts Options) Model {
 		// those of other programs in the same window.
 		lastImageID: int(opts.Now().UnixNano()>>10) & 0xfff000,
 	}
+	m.showPast(info)
 	m.transcript.add(&note{text: welcome(info, opts.Uploaded)})
 	return m
+}
+
+// showPast puts a stored conversation's last exchanges in the transcript,
+// so that the user sees where it stands, as the model does.
+func (m *Model) showPast(info Info) {
+	if n := info.Earlier - len(info.Past); n > 0 && len(info.Past) > 0 {
+		m.transcript.add(&note{text: fmt.Sprintf("… %d earlier questions", n)})
+	}
+	for _, x := range info.Past {
+		m.transcript.add(&question{text: x.Question})
+		if x.Answer != "" {
+			m.transcript.add(&answer{text: x.Answer})
+		}
+	}
 }
 
 func welcome(info Info, uploaded []string) string {

@@ -41,6 +41,14 @@ type Info struct {
 	// Earlier counts the questions asked before this chat, in a stored
 	// conversation the chat goes on with.
 	Earlier int
+	// Past are the last of those questions with their answers, shown
+	// before the chat goes on.
+	Past []Exchange
+}
+
+// Exchange is one earlier question and its answer ("" when it got none).
+type Exchange struct {
+	Question, Answer string
 }
 
 // Turn is the outcome of one question.

@@ -209,6 +209,7 @@ func (m *Model) jobDone(msg tea.Msg) {
 			m.conv = msg.conv
 			info := m.conv.Info()
 			m.status = status{info: info, maxSteps: info.MaxSteps}
+			m.showPast(info)
 			m.transcript.add(&note{text: fmt.Sprintf("── Resumed conversation %s after %d questions: the model remembers them, and /work is as it was.", info.ID, info.Earlier)})
 			m.status.say("Resumed conversation "+info.ID+".", false)
 			break

@@ -4,6 +4,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -51,6 +54,24 @@ func TestEveryCommandIsDocumented(t *testing.T) {
 		}
 		if !strings.Contains(string(readme), "`"+strings.TrimSpace(c.Name+" "+c.Args)+"`") {
 			t.Errorf("README.md lacks `%s`", strings.TrimSpace(c.Name+" "+c.Args))
+		}
+	}
+}
+
+// A chat that goes on with a stored conversation shows its last exchanges,
+// with how many came before them.
+func TestContinuedChatShowsTheEarlierTranscript(t *testing.T) {
+	conv := newScripted()
+	conv.info.Earlier = 12
+	conv.info.Past = []Exchange{
+		{Question: "which month grew the most?", Answer: "December, by 14%."},
+		{Question: "and the quarter?", Answer: ""},
+	}
+	m := newTestModel(conv, 80, 40, termenv.ANSI256, HalfBlock)
+	screen := ansi.Strip(m.transcript.view())
+	for _, want := range []string{"… 10 earlier questions", "which month grew the most?", "December, by 14%.", "and the quarter?", "after 12 questions"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the transcript lacks %q:\n%s", want, screen)
 		}
 	}
 }

@@ -15,14 +15,16 @@ import (
 // the local backend does, a sandbox.WorkWatch measures it while commands
 // run (du in the container, as the code's user) and stops them when it has
 // grown past Limits.WorkBytes. A measurement is one exec, so the watch
-// looks at most once a second.
+// looks once a second, or every two when an exec is slow.
 
 // newWorkWatch makes the sandbox's watch; track tells it of every command.
 func (s *Sandbox) newWorkWatch(limit int64) *sandbox.WorkWatch {
 	return &sandbox.WorkWatch{
 		Limit:       limit,
 		MinInterval: time.Second,
-		MaxInterval: 10 * time.Second,
+		// A measurement's cost here is mostly the daemon's, and an exec
+		// that is slow under load is no reason to look less often.
+		MaxInterval: 2 * time.Second,
 		Measure:     s.workUsage,
 		Running: func() bool {
 			s.mu.Lock()
