@@ -273,7 +273,13 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		a.uploaded = nil
 	}
 	a.turnStart = len(a.history)
+	notes := a.notes
 	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
+	// What the model is told about its session (restarted, a new sandbox)
+	// the user is told too.
+	for _, n := range notes {
+		a.notice(send, n)
+	}
 	// Saved before the first model call, so that a request that fails, or
 	// a terp killed while it waits, leaves a conversation that says what
 	// was asked.

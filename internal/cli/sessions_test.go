@@ -368,6 +368,10 @@ func TestChatPausesWhileTheUserIsAway(t *testing.T) {
 			if code != 0 || !strings.Contains(out.String(), "kept False") {
 				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errOut.String())
 			}
+			// The user hears what the model heard.
+			if !strings.Contains(errOut.String(), "The Python session was restarted") {
+				t.Errorf("the user was not told the session restarted:\n%s", errOut.String())
+			}
 		})
 	}
 }
