@@ -359,8 +359,12 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		}
 	}
 	res.StopReason = MaxSteps
-	res.Answer = fmt.Sprintf("Stopped after %d steps without a final answer: the step cap was reached. "+
-		"Raise it with --max-steps, or ask a narrower question.", a.cfg.MaxSteps)
+	steps := fmt.Sprintf("%d steps", a.cfg.MaxSteps)
+	if a.cfg.MaxSteps == 1 {
+		steps = "1 step"
+	}
+	res.Answer = fmt.Sprintf("Stopped after %s without a final answer: the step cap was reached. "+
+		"Raise it with --max-steps, or ask a narrower question.", steps)
 	send(Answer{Text: res.Answer})
 	return res, a.checkpoint(true)
 }

@@ -326,6 +326,9 @@ func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr 
 		}
 	}
 	switch {
+	case res.Answer != "" && res.StopReason != agent.Answered:
+		// Why there is no answer: stdout holds only answers, for scripts.
+		fmt.Fprintln(streams.ErrOut, "terp: "+sanitize.Terminal(res.Answer))
 	case res.Answer != "":
 		fmt.Fprintln(w, sanitize.Terminal(res.Answer))
 	case res.StopReason == agent.Answered:

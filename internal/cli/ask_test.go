@@ -195,6 +195,16 @@ func TestAskStepCap(t *testing.T) {
 	}
 }
 
+// Without --json the step cap's message goes to stderr, worded for one
+// step: stdout holds only answers.
+func TestAskStepCapPlain(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print('still going')")))
+	r := terp(t, serverEnv(s), "", "ask", "--max-steps", "1", "count forever")
+	if r.code != exitMaxSteps || r.stdout != "" || !strings.Contains(r.stderr, "Stopped after 1 step without a final answer") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestAskRecoversFromInvalidArguments(t *testing.T) {
 	bad := llmtest.Reply{Calls: []llmtest.Call{{Name: "run_python", Arguments: `{"code": "print(1)`}}}
 	s := llmtest.New(t,
