@@ -1,6 +1,7 @@
 package adversarial
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,6 +155,11 @@ print("alive")
 	}
 	srv := model(t, llmtest.Fixed(llmtest.RunPython(code)), thenRun(told, aliveCode), answerIfAlive(t))
 	out := t.TempDir()
+	// Writing 20,000 files takes more than ask's 5 s here when the machine
+	// is loaded (the race detector, other tests); the case is about the
+	// listing, not the time.
+	env = maps.Clone(env)
+	env["TERP_TIMEOUT"] = "2m"
 	r := ask(t, srv, env, "--exec-mode", "script", "-o", out, "split the data")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%.2000s", r.code, r.stderr)
