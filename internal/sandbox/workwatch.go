@@ -64,14 +64,14 @@ func (w *WorkWatch) run() {
 		used := w.Measure()
 		interval = min(max(20*time.Since(start), w.MinInterval), w.MaxInterval)
 		if used > w.Limit && used > prev && !started {
-			w.Stop(WorkFullReason(used, w.Limit))
+			w.Stop(workFullReason(used, w.Limit))
 		}
 		prev = used
 	}
 }
 
-// WorkFullReason tells the model what happened and what it can do.
-func WorkFullReason(used, limit int64) string {
+// workFullReason tells the model what happened and what it can do.
+func workFullReason(used, limit int64) string {
 	return fmt.Sprintf("/work grew to %s, past the sandbox's %s limit (max_work_size), so terp stopped the code. "+
 		"Delete files you no longer need (os.remove, shutil.rmtree) or write less; the user can raise max_work_size",
 		sizeText(used), sizeText(limit))
