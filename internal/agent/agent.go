@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -183,7 +184,13 @@ func (a *Agent) Rebind(ctx context.Context, sbx sandbox.Sandbox, runner kernel.R
 
 // Note queues text the model must read with the next question, such as
 // that its variables were reset while the conversation was paused.
-func (a *Agent) Note(text string) { a.notes = append(a.notes, text) }
+// The same note twice (a sandbox renewed before the turn and again before
+// its downloads) is told once.
+func (a *Agent) Note(text string) {
+	if !slices.Contains(a.notes, text) {
+		a.notes = append(a.notes, text)
+	}
+}
 
 // checkpoint hands the conversation to Config.Checkpoint.
 func (a *Agent) checkpoint(done bool) error {

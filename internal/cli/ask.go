@@ -6,22 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/pubsub"
 	"github.com/terpdev/terp/internal/sanitize"
-	"github.com/terpdev/terp/internal/tui"
 )
 
 // askOptions holds everything `terp ask` needs, parsed from its flags.
@@ -108,10 +104,10 @@ func readQuestion(opts *askOptions) (string, error) {
 // starts anything: the uploads, the conversation flags, the configuration's
 // warnings.
 func checkRun(ctx context.Context, f *Factory, cfg *config.Config, files []string, cont bool, resume string) error {
-	if err := checkUploads(files); err != nil {
+	if err := conversation.CheckUploads(files); err != nil {
 		return err
 	}
-	if err := checkOutDir(cfg.OutDir); err != nil {
+	if err := conversation.CheckOutDir(cfg.OutDir); err != nil {
 		return err
 	}
 	if cont && resume != "" {
@@ -124,69 +120,6 @@ func checkRun(ctx context.Context, f *Factory, cfg *config.Config, files []strin
 		return nil // the stored conversation names its server
 	}
 	return pickServer(ctx, f, cfg)
-}
-
-// checkOutDir makes sure the files the code saves can be downloaded to dir,
-// the -o the user gave, before any model call: a dir that is a file, or in a
-// place terp may not write, would otherwise be found out only after the
-// answer. Without -o nothing is checked: a question whose code saves no file
-// needs no directory, and terp-<id> is made only when one is saved.
-func checkOutDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		switch {
-		case err == nil && !fi.IsDir():
-			return usagef("cannot download to %s: %s is not a directory; give -o a directory", dir, d)
-		case err == nil:
-			if unix.Access(d, unix.W_OK|unix.X_OK) != nil {
-				return usagef("cannot download to %s: %s is not writable; give -o a directory you may write", dir, d)
-			}
-			return nil
-		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR):
-			return usagef("cannot download to %s: %v", dir, unwrapPath(err))
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
-}
-
-// checkUploads makes sure every file can be read before any model call, so a
-// typo costs nothing, and that no two land on the same name in /work.
-func checkUploads(paths []string) error {
-	seen := map[string]string{}
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return usagef("cannot upload %s: %v", p, unwrapPath(err))
-		}
-		if !st.Mode().IsRegular() {
-			return usagef("cannot upload %s: not a regular file", p)
-		}
-		fh, err := os.Open(p)
-		if err != nil {
-			return usagef("cannot upload %s: %v", p, unwrapPath(err))
-		}
-		fh.Close()
-		name := filepath.Base(p)
-		if prev, ok := seen[name]; ok {
-			return usagef("%s and %s would both be uploaded as /work/%s; rename one", prev, p, name)
-		}
-		seen[name] = p
-	}
-	return nil
-}
-
-// unwrapPath drops the path from a *PathError, which the message already names.
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 func runAsk(ctx context.Context, opts *askOptions) error {
@@ -202,55 +135,69 @@ func runAsk(ctx context.Context, opts *askOptions) error {
 	if err := checkRun(ctx, f, cfg, opts.files, opts.cont, opts.resume); err != nil {
 		return err
 	}
-
-	id, res, files, err := answer(ctx, opts, cfg, question)
+	run, err := answer(ctx, opts, cfg, question)
 	if opts.json {
-		return printJSON(f.IO.Out, id, res, files, err)
+		return printJSON(f.IO.Out, run, err)
 	}
-	return printAnswer(f.IO, res, files, err)
+	return printAnswer(f.IO, run, err)
+}
+
+// askRun is what one `terp ask` did, for printing.
+type askRun struct {
+	id   string
+	turn conversation.Turn
+	// warnings are what the user has not been shown yet, in order.
+	warnings []string
 }
 
 // answer runs one question in a new or resumed conversation: upload, the
-// loop, download. The files the code saved are downloaded whatever the
-// outcome, even after Ctrl+C: they are the user's results. It returns the
-// conversation's id.
-func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question string) (string, agent.Result, []savedFile, error) {
-	var res agent.Result
-	var sess *session
-	var err error
+// turn (which downloads what the code saved, whatever the outcome, even
+// after Ctrl+C), close.
+func answer(ctx context.Context, opts *askOptions, cfg *config.Config, question string) (run askRun, err error) {
+	f := opts.f
+	svc, err := f.Conversations()
+	if err != nil {
+		return run, err
+	}
+	var conv *conversation.Conversation
 	if opts.cont || opts.resume != "" {
-		sess, err = resumeSession(ctx, opts.f, cfg, opts.resume)
+		conv, err = svc.Resume(ctx, cfg, opts.resume)
 	} else {
-		sess, err = openSession(ctx, opts.f, cfg, "ask")
+		conv, err = svc.Open(ctx, cfg, conversation.Options{Origin: "ask"})
 	}
 	if err != nil {
-		return "", res, nil, err
+		return run, err
 	}
-	defer sess.Close(ctx)
+	run.id = conv.ID
+	defer func() { run.warnings = append(run.warnings, conv.Close(ctx)...) }()
+	run.warnings = append(run.warnings, conv.Warnings()...)
 	for _, p := range opts.files {
-		if err := sess.Upload(ctx, p); err != nil {
-			return sess.ID, res, nil, err
+		_, err := conv.Upload(ctx, p)
+		run.warnings = append(run.warnings, conv.Warnings()...)
+		if err != nil {
+			return run, err
 		}
 	}
-	res, err = runTurn(ctx, opts.f, sess, question, !opts.json && opts.f.IO.StderrTTY)
-	files, dlErr := sess.Download(ctx, res.Files)
-	if err == nil {
-		err = dlErr
+	show := !opts.json && f.IO.StderrTTY
+	run.turn, err = runTurn(ctx, f, conv, question, show)
+	if !show {
+		// Progress showed them as they happened.
+		run.warnings = append(run.warnings, run.turn.Warnings...)
 	}
-	return sess.ID, res, files, err
+	return run, err
 }
 
-// asker runs a turn: a session, or an agent alone.
+// asker runs a turn.
 type asker interface {
-	Ask(ctx context.Context, question string, send func(agent.Event)) (agent.Result, error)
+	Ask(ctx context.Context, question string, send func(agent.Event)) (conversation.Turn, error)
 }
 
-// runTurn runs the loop, showing progress on stderr when show is set. Events
+// runTurn runs a turn, showing progress on stderr when show is set. Events
 // are consumed on their own goroutine, so a slow terminal never holds up the
 // loop (text deltas are dropped first). The consumer reads until the broker
 // closes, whatever happens to ctx, so delivery waits on a context that is
 // not cancelled: a turn interrupted mid-step still shows what it did.
-func runTurn(ctx context.Context, f *Factory, a asker, question string, show bool) (agent.Result, error) {
+func runTurn(ctx context.Context, f *Factory, a asker, question string, show bool) (conversation.Turn, error) {
 	events := pubsub.New[agent.Event](256)
 	stay := context.WithoutCancel(ctx)
 	sub := events.Subscribe(stay)
@@ -264,10 +211,17 @@ func runTurn(ctx context.Context, f *Factory, a asker, question string, show boo
 			}
 		}
 	}()
-	res, err := a.Ask(ctx, question, agent.Sender(stay, events))
+	turn, err := a.Ask(ctx, question, agent.Sender(stay, events))
 	events.Close()
 	<-done
-	return res, err
+	return turn, err
+}
+
+// savedFile is one downloaded file, as `ask --json` reports it.
+type savedFile struct {
+	Path        string `json:"path"`
+	SandboxPath string `json:"sandbox_path"`
+	Bytes       int64  `json:"bytes"`
 }
 
 // askJSON is the object `ask --json` prints, part of the CLI contract.
@@ -280,22 +234,24 @@ type askJSON struct {
 	Usage          llm.Usage   `json:"usage"`
 	Error          string      `json:"error,omitempty"`
 	// Warnings are what the user should know that did not end the turn,
-	// such as a fallback to tool calls written as text.
+	// such as a fallback to tool calls written as text or a file that was
+	// not downloaded.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runErr error) error {
+func printJSON(w io.Writer, run askRun, runErr error) error {
+	res := run.turn.Result
 	out := askJSON{
-		ConversationID: id,
+		ConversationID: run.id,
 		Answer:         res.Answer,
 		StopReason:     string(res.StopReason),
 		Steps:          res.Steps,
-		Files:          files,
+		Files:          []savedFile{},
 		Usage:          res.Usage,
-		Warnings:       res.Notices,
+		Warnings:       run.warnings,
 	}
-	if out.Files == nil {
-		out.Files = []savedFile{}
+	for _, fl := range run.turn.Files {
+		out.Files = append(out.Files, savedFile{Path: fl.Path, SandboxPath: fl.SandboxPath(), Bytes: fl.Bytes})
 	}
 	switch {
 	case runErr == nil:
@@ -317,14 +273,12 @@ func printJSON(w io.Writer, id string, res agent.Result, files []savedFile, runE
 // step may save tens of thousands.
 const maxFilesShown = 50
 
-func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr error) error {
+// printAnswer prints the answer and the files on stdout, and on stderr what
+// the user has not been shown: warnings, and why there is no answer.
+func printAnswer(streams IOStreams, run askRun, runErr error) error {
 	w := streams.Out
-	if !streams.StderrTTY {
-		// On a terminal the progress showed them.
-		for _, n := range res.Notices {
-			fmt.Fprintln(streams.ErrOut, "terp: note: "+sanitize.Terminal(n))
-		}
-	}
+	res := run.turn.Result
+	printWarnings(streams.ErrOut, run.warnings)
 	switch {
 	case res.Answer != "" && res.StopReason != agent.Answered:
 		// Why there is no answer: stdout holds only answers, for scripts.
@@ -334,16 +288,24 @@ func printAnswer(streams IOStreams, res agent.Result, files []savedFile, runErr 
 	case res.StopReason == agent.Answered:
 		fmt.Fprintln(streams.ErrOut, "terp: the model's answer was empty")
 	}
-	if len(files) > 0 {
+	if files := run.turn.Files; len(files) > 0 {
 		fmt.Fprintln(w, "\nFiles:")
 		for _, fl := range files[:min(len(files), maxFilesShown)] {
-			fmt.Fprintf(w, "  %s (%s)\n", sanitize.Terminal(fl.Path), tui.SizeText(fl.Bytes))
+			fmt.Fprintf(w, "  %s (%s)\n", sanitize.Terminal(fl.Path), config.SizeText(fl.Bytes))
 		}
 		if more := len(files) - maxFilesShown; more > 0 {
 			fmt.Fprintf(w, "  and %d more in the same directory (--json lists them all)\n", more)
 		}
 	}
 	return outcome(res, runErr)
+}
+
+// printWarnings prints what the conversation service warned of, one line
+// each.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, text := range warnings {
+		fmt.Fprintln(w, "warning: "+sanitize.Terminal(text))
+	}
 }
 
 // outcome is the error that sets the exit code once the result is printed.

@@ -163,8 +163,9 @@ func TestAskSkipsAFileRemovedLater(t *testing.T) {
 	if r.code != 0 || got.Answer != "done" || len(got.Files) != 1 || !strings.HasSuffix(got.Files[0].Path, "keep.csv") {
 		t.Fatalf("exit %d, %+v, stderr:\n%s", r.code, got, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "skipped /work/tmp.csv: the code removed it") {
-		t.Errorf("no warning of the removed file:\n%s", r.stderr)
+	// --json says it in warnings, and only there.
+	if w := strings.Join(got.Warnings, "\n"); !strings.Contains(w, "skipped /work/tmp.csv: it is not there") || strings.Contains(r.stderr, "skipped") {
+		t.Errorf("the removed file is not warned of once, in the JSON: warnings %q, stderr:\n%s", got.Warnings, r.stderr)
 	}
 }
 
@@ -502,8 +503,8 @@ func TestAskOutNeverOverwrites(t *testing.T) {
 		if b, _ := os.ReadFile(got.Files[0].Path); string(b) != text {
 			t.Errorf("%s holds %q, want %q", got.Files[0].Path, b, text)
 		}
-		if first := filepath.Join(out, "chart.png"); got.Files[0].Path != first && !strings.Contains(r.stderr, first+" was already there and is kept") {
-			t.Errorf("no note that %s was kept:\n%s", first, r.stderr)
+		if first := filepath.Join(out, "chart.png"); got.Files[0].Path != first && !strings.Contains(strings.Join(got.Warnings, "\n"), first+" was already there and is kept") {
+			t.Errorf("no warning that %s was kept: %q", first, got.Warnings)
 		}
 		return got
 	}

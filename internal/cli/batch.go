@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,8 +18,9 @@ import (
 
 	"github.com/terpdev/terp/internal/batch"
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/sandbox"
-	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/sanitize"
 )
 
 // batchOptions holds everything `terp batch` needs, parsed from its flags.
@@ -163,10 +165,12 @@ func runBatch(ctx context.Context, opts *batchOptions) error {
 
 	runs := batch.Plan(cases, models, cfg.Model, opts.repeat)
 	display := newBatchDisplay(f, opts, len(runs), len(models) > 1, opts.repeat > 1)
-	sf := *f
-	sf.IO.ErrOut = display.warnings()
-	sf.NewBackend = func(*config.Config) (sandbox.Backend, error) { return backend, nil }
-	x := &batchExec{f: &sf, cfg: cfg, store: st, artifacts: opts.artifacts}
+	svc := conversation.New(conversation.Deps{
+		Store:      st,
+		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
+		NewModel:   f.NewModel,
+	})
+	x := &batchExec{svc: svc, cfg: cfg, artifacts: opts.artifacts, warn: display.warnings()}
 
 	started := time.Now()
 	runner := batch.Runner{
@@ -329,10 +333,11 @@ func (o *batchOutputs) where() string {
 // at the end like any conversation's, so the case can be followed up with
 // `terp ask --resume`.
 type batchExec struct {
-	f         *Factory
+	svc       *conversation.Service
 	cfg       *config.Config
-	store     *store.Store
 	artifacts string
+	// warn is where the conversations' warnings go, named by their run.
+	warn io.Writer
 }
 
 func (x *batchExec) run(ctx context.Context, run batch.Run) (out batch.Outcome) {
@@ -345,42 +350,44 @@ func (x *batchExec) run(ctx context.Context, run batch.Run) (out batch.Outcome) 
 	if x.artifacts != "" {
 		cfg.OutDir = filepath.Join(x.artifacts, filepath.FromSlash(run.Dir))
 	}
-	sess, err := openSession(ctx, x.f, &cfg, "batch")
+	conv, err := x.svc.Open(ctx, &cfg, conversation.Options{Origin: "batch", KeepFiles: x.artifacts == ""})
 	if err != nil {
 		out.Err = err
 		return out
 	}
-	out.ConversationID = sess.ID
+	out.ConversationID = conv.ID
+	var warnings []string
 	defer func() {
-		sess.Close(ctx)
+		warnings = append(warnings, conv.Close(ctx)...)
+		for _, w := range warnings {
+			fmt.Fprintf(x.warn, "warning: %s: %s\n", run.Dir, sanitize.Terminal(w))
+		}
 		// A conversation in which nothing was said (the server refused the
 		// first request) is not kept; do not point to it.
-		if _, err := x.store.Load(out.ConversationID); err != nil {
+		if _, err := x.svc.Store().Load(out.ConversationID); err != nil {
 			out.ConversationID = ""
 		}
 	}()
 	for _, p := range run.Case.Files {
-		if err := sess.Upload(ctx, p); err != nil {
+		_, err := conv.Upload(ctx, p)
+		warnings = append(warnings, conv.Warnings()...)
+		if err != nil {
 			out.Err = err
 			return out
 		}
 	}
-	res, err := sess.Ask(ctx, run.Case.Question, nil)
+	turn, err := conv.Ask(ctx, run.Case.Question, nil)
+	warnings = append(warnings, turn.Warnings...)
+	res := turn.Result
 	out.Answer, out.StopReason, out.Steps, out.Usage, out.Err = res.Answer, string(res.StopReason), res.Steps, res.Usage, err
 	for _, fi := range res.Files {
-		out.Files = append(out.Files, batch.File{SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: fi.Size})
-	}
-	if cfg.OutDir == "" || len(res.Files) == 0 {
-		return out
-	}
-	saved, err := sess.Download(ctx, res.Files)
-	for _, s := range saved {
-		for i := range out.Files {
-			if out.Files[i].SandboxPath == s.SandboxPath {
-				out.Files[i].Path, out.Files[i].Bytes = s.Path, s.Bytes
+		f := batch.File{SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: fi.Size}
+		for _, d := range turn.Files {
+			if d.Name == fi.Path {
+				f.Path, f.Bytes = d.Path, d.Bytes
 			}
 		}
+		out.Files = append(out.Files, f)
 	}
-	out.Err = cmp.Or(out.Err, err)
 	return out
 }

@@ -63,7 +63,7 @@ func TestAskReportsTextFallback(t *testing.T) {
 
 	s = llmtest.New(t, refuse, refuse, refuse)
 	r = terp(t, serverEnv(s), "", "ask", "--exec-mode", "script", "1234*5678?")
-	if r.code != 0 || r.stdout != "It is 7006652.\n" || !strings.Contains(r.stderr, "terp: note: ") {
+	if r.code != 0 || r.stdout != "It is 7006652.\n" || !strings.Contains(r.stderr, "warning: ") {
 		t.Errorf("exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,11 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/llm"
-	"github.com/terpdev/terp/internal/sandbox"
-	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/tui"
 )
 
@@ -94,23 +90,18 @@ func runChat(ctx context.Context, opts *chatOptions) error {
 // runTUI runs the chat's terminal UI until the user quits.
 func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 	f := opts.f
-	// Warnings from the session (a file too large to download) would
-	// break the screen on stderr: they are collected and shown in the
-	// transcript, and whatever is left is printed once the UI is gone.
-	warnings := &lineBuffer{}
-	quiet := *f
-	quiet.IO.ErrOut = warnings
-	defer func() {
-		for _, w := range warnings.drain() {
-			fmt.Fprintln(f.IO.ErrOut, w)
-		}
-	}()
-
+	svc, err := f.Conversations()
+	if err != nil {
+		return err
+	}
 	life, cancel := context.WithCancel(ctx)
 	defer cancel()
-	convs := &chatConversations{f: &quiet, cfg: cfg, life: life, warnings: warnings,
+	convs := &chatConversations{svc: svc, cfg: cfg, life: life,
 		resuming: opts.cont || opts.resume != "", ref: opts.resume}
-	defer convs.close()
+	// What the conversations warn of between turns reaches the transcript
+	// with the next turn (see conversation.Turn.Warnings); what is left when
+	// the UI is gone, closing's problems included, is printed after it.
+	defer func() { printWarnings(f.IO.ErrOut, convs.close()) }()
 	conv, err := convs.open()
 	if err != nil {
 		return err
@@ -132,7 +123,7 @@ func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 		Resume: func(_ context.Context, ref string) (tui.Conversation, error) {
 			return convs.resume(ref)
 		},
-		Conversations: func(_ context.Context, width int) (string, error) { return convs.list(width) },
+		Conversations: func(_ context.Context, width int) (string, error) { return listConversations(svc.Store(), width) },
 		Renderer:      out,
 		Protocol:      tui.DetectProtocol(cfg.ImageProtocol, f.Getenv),
 		Uploaded:      uploaded,
@@ -145,7 +136,7 @@ func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 	).Run()
 	cancel()
 	id := convs.currentID()
-	convs.close()
+	printWarnings(f.IO.ErrOut, convs.close())
 	resumeHint(f, id)
 	switch {
 	case errors.Is(err, tea.ErrInterrupted), ctx.Err() != nil:
@@ -163,99 +154,56 @@ type environ struct{ getenv func(string) string }
 func (e environ) Getenv(k string) string { return e.getenv(k) }
 func (e environ) Environ() []string      { return os.Environ() }
 
-// chatConversations opens the conversations of one chat, one at a time:
-// /new closes the current one and opens the next. Each lives until it is
-// replaced or the chat ends, not just for the command that opened it, since
-// its Python kernel keeps the variables between questions.
+// chatConversations holds the conversation of one chat, one at a time: /new
+// and /resume close the current one and open the next. Each lives until it
+// is replaced or the chat ends, not just for the command that opened it,
+// since its Python kernel keeps the variables between questions. Each runs
+// with its own copy of the chat's settings, so a resumed conversation's
+// never reach the next one.
 type chatConversations struct {
-	f        *Factory
-	cfg      *config.Config
-	life     context.Context
-	warnings *lineBuffer
+	svc  *conversation.Service
+	cfg  *config.Config
+	life context.Context
 	// resuming is set until the first conversation is opened, when that
 	// one is a stored conversation (ref, or the latest for "").
 	resuming bool
 	ref      string
 
 	mu      sync.Mutex
-	current *chatConversation
+	current *conversation.Conversation
+	// late are warnings of conversations closed while the UI ran.
+	late []string
 }
 
-func (c *chatConversations) open() (*chatConversation, error) {
+func (c *chatConversations) open() (*conversation.Conversation, error) {
 	if c.resuming {
 		c.resuming = false
-		return c.switchTo(resumeSession(c.life, c.f, c.cfg, c.ref))
+		return c.switchTo(c.svc.Resume(c.life, c.cfg, c.ref))
 	}
-	return c.switchTo(openSession(c.life, c.f, c.cfg, "chat"))
+	return c.switchTo(c.svc.Open(c.life, c.cfg, conversation.Options{Origin: "chat"}))
 }
 
 // resume goes on with the stored conversation ref, for /resume.
-func (c *chatConversations) resume(ref string) (*chatConversation, error) {
-	return c.switchTo(resumeSession(c.life, c.f, c.cfg, ref))
+func (c *chatConversations) resume(ref string) (*conversation.Conversation, error) {
+	return c.switchTo(c.svc.Resume(c.life, c.cfg, ref))
 }
 
-// list formats the stored conversations as `terp sessions ls` does, to fit
-// width columns.
-func (c *chatConversations) list(width int) (string, error) {
-	st, err := c.f.Store()
-	if err != nil {
-		return "", err
-	}
-	rows, err := sessionRows(st)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	if err := printSessions(&b, rows, time.Now(), width); err != nil {
-		return "", err
-	}
-	return strings.TrimRight(b.String(), "\n"), nil
-}
-
-// switchTo makes s the chat's conversation and closes the one before.
-func (c *chatConversations) switchTo(s *session, err error) (*chatConversation, error) {
+// switchTo makes conv the chat's conversation and closes the one before.
+func (c *chatConversations) switchTo(conv *conversation.Conversation, err error) (*conversation.Conversation, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := s.ID
-	conv := &chatConversation{s: s, cfg: c.cfg, warnings: c.warnings, info: tui.Info{
-		ID: id, Model: c.cfg.Model, Sandbox: c.cfg.Sandbox, MaxSteps: c.cfg.MaxSteps, Earlier: s.Conv.Turns,
-		Past: pastExchanges(s.Conv.Messages, maxPast),
-	}}
 	c.mu.Lock()
 	old := c.current
 	c.current = conv
 	c.mu.Unlock()
 	if old != nil {
-		old.close()
+		late := old.Close(context.Background())
+		c.mu.Lock()
+		c.late = append(c.late, late...)
+		c.mu.Unlock()
 	}
 	return conv, nil
-}
-
-// maxPast is how many earlier exchanges a resumed chat shows.
-const maxPast = 10
-
-// pastExchanges are the last n questions of a stored conversation with the
-// answer each got: a user message (without the notes terp put before it)
-// and the last assistant text before the next question.
-func pastExchanges(msgs []llm.Message, n int) []tui.Exchange {
-	var out []tui.Exchange
-	for _, m := range msgs {
-		switch {
-		case m.Role == llm.RoleUser && m.Content == agent.EmptyReplyNudge:
-			// terp's, not the user's
-		case m.Role == llm.RoleUser:
-			if q := firstQuestion([]llm.Message{m}); q != "" {
-				out = append(out, tui.Exchange{Question: q})
-			}
-		case m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" && len(out) > 0:
-			out[len(out)-1].Answer = m.Content
-		}
-	}
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return out
 }
 
 // currentID is the id of the chat's conversation, "" before the first.
@@ -265,7 +213,36 @@ func (c *chatConversations) currentID() string {
 	if c.current == nil {
 		return ""
 	}
-	return c.current.s.ID
+	return c.current.ID
+}
+
+// close closes the current conversation and returns every warning not yet
+// shown.
+func (c *chatConversations) close() []string {
+	c.mu.Lock()
+	cur := c.current
+	c.current = nil
+	late := c.late
+	c.late = nil
+	c.mu.Unlock()
+	if cur != nil {
+		late = append(late, cur.Close(context.Background())...)
+	}
+	return late
+}
+
+// listConversations formats the stored conversations as `terp sessions ls`
+// does, to fit width columns, for /resume.
+func listConversations(st *store.Store, width int) (string, error) {
+	rows, err := sessionRows(st)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := printSessions(&b, rows, time.Now(), width); err != nil {
+		return "", err
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
 }
 
 // resumeHint tells the user leaving a chat how to come back to its
@@ -281,122 +258,4 @@ func resumeHint(f *Factory, id string) {
 	if _, err := st.Load(id); err == nil {
 		fmt.Fprintf(f.IO.ErrOut, "conversation %s is kept: terp chat --resume %s goes on with it\n", id, id)
 	}
-}
-
-func (c *chatConversations) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.current != nil {
-		c.current.close()
-		c.current = nil
-	}
-}
-
-// chatConversation is a session as the chat UI sees it.
-type chatConversation struct {
-	s        *session
-	cfg      *config.Config
-	warnings *lineBuffer
-	info     tui.Info
-	// running counts the turns in flight, so the sandbox is removed only
-	// after a cancelled turn has let go of it.
-	running sync.WaitGroup
-}
-
-var _ tui.Conversation = (*chatConversation)(nil)
-
-func (c *chatConversation) Info() tui.Info { return c.info }
-
-func (c *chatConversation) SetModel(name string) {
-	c.s.Agent.SetModel(name)
-	c.info.Model = name
-}
-
-func (c *chatConversation) SetMaxSteps(n int) {
-	c.s.Agent.SetMaxSteps(n)
-	c.info.MaxSteps = n
-}
-
-// Ask runs a turn and downloads what the code saved, as ask does.
-func (c *chatConversation) Ask(ctx context.Context, question string, send func(agent.Event)) (tui.Turn, error) {
-	c.running.Add(1)
-	defer c.running.Done()
-	res, err := c.s.Ask(ctx, question, send)
-	turn := tui.Turn{Result: res}
-	files, dlErr := c.s.Download(ctx, res.Files)
-	for _, fl := range files {
-		turn.Files = append(turn.Files, tui.File{
-			Name: strings.TrimPrefix(fl.SandboxPath, sandbox.WorkDir+"/"), Path: fl.Path, Bytes: fl.Bytes,
-		})
-	}
-	if dlErr != nil {
-		turn.Warnings = append(turn.Warnings, dlErr.Error())
-	}
-	turn.Warnings = append(turn.Warnings, res.Notices...)
-	turn.Warnings = append(turn.Warnings, c.warnings.drain()...)
-	return turn, err
-}
-
-func (c *chatConversation) Upload(ctx context.Context, p string) (string, error) {
-	if err := checkUploads([]string{p}); err != nil {
-		return "", err
-	}
-	if err := c.s.Upload(ctx, p); err != nil {
-		return "", err
-	}
-	return path.Join(sandbox.WorkDir, filepath.Base(p)), nil
-}
-
-func (c *chatConversation) Download(ctx context.Context, name string) (tui.File, error) {
-	files, err := c.s.Download(ctx, []sandbox.FileInfo{{Path: name}})
-	if len(files) == 0 {
-		return tui.File{}, err
-	}
-	return tui.File{Name: name, Path: files[0].Path, Bytes: files[0].Bytes}, nil
-}
-
-// Files lists /work without terp's own files.
-func (c *chatConversation) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
-	return c.s.Files(ctx)
-}
-
-// close waits a little for a cancelled turn to finish, then removes the
-// sandbox.
-func (c *chatConversation) close() {
-	done := make(chan struct{})
-	go func() { c.running.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-	}
-	c.s.Close(context.Background())
-}
-
-// lineBuffer collects what would have been written to stderr, line by
-// line, while the chat UI owns the terminal.
-type lineBuffer struct {
-	mu    sync.Mutex
-	lines []string
-	part  string
-}
-
-func (b *lineBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.part + string(p)
-	parts := strings.Split(s, "\n")
-	b.part = parts[len(parts)-1]
-	for _, l := range parts[:len(parts)-1] {
-		b.lines = append(b.lines, sanitize.Terminal(l))
-	}
-	return len(p), nil
-}
-
-// drain returns the complete lines written so far and forgets them.
-func (b *lineBuffer) drain() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.lines
-	b.lines = nil
-	return out
 }

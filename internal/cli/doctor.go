@@ -21,7 +21,6 @@ import (
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
-	"github.com/terpdev/terp/internal/tui"
 )
 
 // doctorOptions holds what `terp doctor` needs.
@@ -421,7 +420,7 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 		c.Status, c.Detail, c.Fix = checkFail, err.Error(), "Use --sandbox local (the default)."
 		return c
 	}
-	network := networkPolicy(cfg)
+	network := cfg.NetworkPolicy()
 	sbx, err := backend.Create(ctx, sandbox.Options{Timeout: 5 * time.Minute, Limits: sandbox.Limits{
 		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit, WorkBytes: cfg.MaxWorkSize,
 	}, Network: network})
@@ -443,13 +442,13 @@ func sandboxCheck(ctx context.Context, f *Factory, cfg *config.Config) check {
 		c.Detail = fmt.Sprintf("%s sandbox ran Python %s", cfg.Sandbox, strings.TrimSpace(strings.TrimPrefix(out.Stdout, "terp-doctor ")))
 		if l, ok := backend.(limitsReporter); ok {
 			c.Detail += fmt.Sprintf("; memory (%s) and process (%d) limits by %s, file size by rlimit",
-				tui.SizeText(cfg.MemoryLimit), cfg.ProcessLimit, l.LimitsMechanism())
+				config.SizeText(cfg.MemoryLimit), cfg.ProcessLimit, l.LimitsMechanism())
 		}
 		if s, ok := backend.(seccompReporter); ok {
 			c.Detail += "; " + seccompText(s.Seccomp())
 		}
 		c.Detail += "; code runs as " + hostUsers(backend)
-		c.Detail += "; network " + describeNetwork(network)
+		c.Detail += "; network " + network.String()
 		if network.Mode == sandbox.NetworkAllowlist {
 			if err := proxyAnswers(ctx, sbx); err != nil {
 				c.Status, c.Fix = checkFail, "This is a bug in terp's allowlist mode; use --network none or full meanwhile, and report it."

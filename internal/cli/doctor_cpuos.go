@@ -102,7 +102,7 @@ func cpuosSandboxCheck(ctx context.Context, opts *doctorOptions, cfg *config.Con
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	began := time.Now()
-	network := networkPolicy(cfg)
+	network := cfg.NetworkPolicy()
 	sbx, err := backend.Create(ctx, sandbox.Options{Timeout: 5 * time.Minute, Limits: sandbox.Limits{
 		MemoryBytes: cfg.MemoryLimit, Processes: cfg.ProcessLimit, FileSizeBytes: cfg.FileSizeLimit, WorkBytes: cfg.MaxWorkSize,
 	}, Network: network})
@@ -159,7 +159,7 @@ func cpuosSandboxCheck(ctx context.Context, opts *doctorOptions, cfg *config.Con
 	default:
 		sbxCheck.Status = checkOK
 		sbxCheck.Detail = fmt.Sprintf("template %q created a sandbox that imported numpy, pandas and matplotlib with Python %s, and closed it (%.1fs); network %s",
-			template, strings.TrimSpace(strings.TrimPrefix(out.Stdout, "terp-doctor ")), time.Since(began).Seconds(), describeNetwork(network))
+			template, strings.TrimSpace(strings.TrimPrefix(out.Stdout, "terp-doctor ")), time.Since(began).Seconds(), network.String())
 	}
 	return keyCheck, sbxCheck
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/sanitize"
 )
 
@@ -50,10 +51,17 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitInterrupted
 	}
 	fmt.Fprintln(stderr, "terp: "+sanitize.Terminal(err.Error()))
-	var cfgErr *config.Error
-	var usage usageError
-	if errors.As(err, &cfgErr) || errors.As(err, &usage) {
+	if isUsage(err) {
 		return exitUsage
 	}
 	return exitError
+}
+
+// isUsage reports whether err is the user's mistake in calling terp: a bad
+// flag or configuration, or what the conversation service refused as input.
+func isUsage(err error) bool {
+	var cfgErr *config.Error
+	var usage usageError
+	var input *conversation.InputError
+	return errors.As(err, &cfgErr) || errors.As(err, &usage) || errors.As(err, &input)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/cpuos"
@@ -94,6 +95,16 @@ func (f *Factory) Store() (*store.Store, error) {
 		f.store = st
 	}
 	return f.store, nil
+}
+
+// Conversations is the conversation service on the store, with the
+// factory's model client and sandbox backends.
+func (f *Factory) Conversations() (*conversation.Service, error) {
+	st, err := f.Store()
+	if err != nil {
+		return nil, err
+	}
+	return conversation.New(conversation.Deps{Store: st, NewBackend: f.NewBackend, NewModel: f.NewModel}), nil
 }
 
 func newModel(cfg *config.Config) agent.Completer {

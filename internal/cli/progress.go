@@ -8,9 +8,9 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
-	"github.com/terpdev/terp/internal/tui"
 )
 
 // progress prints the loop's events for a person watching a terminal: the
@@ -65,7 +65,7 @@ func (p *progress) handle(e agent.Event) {
 	case agent.ToolOutput:
 		p.output(e)
 	case agent.FileSaved:
-		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", sanitize.Terminal(e.Path), tui.SizeText(e.Bytes))))
+		fmt.Fprintln(p.w, s.ok.Render(fmt.Sprintf("  saved /work/%s (%s)", sanitize.Terminal(e.Path), config.SizeText(e.Bytes))))
 	case agent.Failed:
 		fmt.Fprintln(p.w, s.err.Render("  error: "+sanitize.Terminal(e.Err.Error())))
 	case agent.Notice:

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/sanitize"
 	"github.com/terpdev/terp/internal/tui"
 )
@@ -19,11 +19,14 @@ import (
 // a terminal. The conversation goes on from line to line, like the chat UI.
 type repl struct {
 	f    *Factory
+	svc  *conversation.Service
 	cfg  *config.Config
-	sess *session
-	// model is the model the questions go to, after any /model.
-	model string
-	steps int
+	conv *conversation.Conversation
+	// pickedModel and pickedSteps are the user's /model and /steps ("" and
+	// 0 until then): they hold for a /new conversation, where a resumed
+	// conversation's own never do.
+	pickedModel string
+	pickedSteps int
 	// worst is the exit code of the most serious thing that happened, for
 	// the REPL's own: a failed question (1) over a wrong command (2) over
 	// a question that reached the step cap (3).
@@ -34,24 +37,28 @@ type repl struct {
 var errQuit = errors.New("quit")
 
 func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
-	r := &repl{f: opts.f, cfg: cfg}
-	var err error
+	svc, err := opts.f.Conversations()
+	if err != nil {
+		return err
+	}
+	r := &repl{f: opts.f, svc: svc, cfg: cfg}
 	if opts.cont || opts.resume != "" {
-		r.sess, err = resumeSession(ctx, r.f, cfg, opts.resume)
+		r.conv, err = svc.Resume(ctx, cfg, opts.resume)
 	} else {
-		r.sess, err = openSession(ctx, r.f, cfg, "chat")
+		r.conv, err = svc.Open(ctx, cfg, conversation.Options{Origin: "chat"})
 	}
 	if err != nil {
 		return err
 	}
-	// Resuming may bring back the conversation's model.
-	r.model, r.steps = cfg.Model, cfg.MaxSteps
 	defer func() {
-		r.sess.Close(ctx)
-		resumeHint(r.f, r.sess.ID)
+		printWarnings(r.f.IO.ErrOut, r.conv.Close(ctx))
+		resumeHint(r.f, r.conv.ID)
 	}()
+	r.warnings()
 	for _, p := range opts.files {
-		if err := r.sess.Upload(ctx, p); err != nil {
+		_, err := r.conv.Upload(ctx, p)
+		r.warnings()
+		if err != nil {
 			return err
 		}
 	}
@@ -66,6 +73,7 @@ func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 		var err error
 		if strings.HasPrefix(line, "/") {
 			err = r.command(ctx, line)
+			r.warnings()
 		} else {
 			err = r.ask(ctx, line)
 		}
@@ -76,7 +84,7 @@ func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 			return ctx.Err()
 		case err != nil:
 			fmt.Fprintln(r.f.IO.ErrOut, "terp: "+sanitize.Terminal(err.Error()))
-			if errors.As(err, new(usageError)) {
+			if isUsage(err) {
 				r.note(exitUsage)
 			}
 		}
@@ -86,6 +94,9 @@ func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 	}
 	return r.outcome()
 }
+
+// warnings prints what the conversation warned of outside a turn.
+func (r *repl) warnings() { printWarnings(r.f.IO.ErrOut, r.conv.Warnings()) }
 
 // outcome is the exit status of the whole REPL, so that a script feeding
 // questions can tell: the code of the most serious thing that happened.
@@ -112,28 +123,23 @@ func (r *repl) prompt() {
 	}
 }
 
-// renew replaces the conversation with a new one, for /new.
-func (r *repl) renew(ctx context.Context) error {
-	s, err := openSession(ctx, r.f, r.cfg, "chat")
-	if err != nil {
-		return err
-	}
-	r.sess.Close(ctx)
-	// The user's /model and /steps hold for the new conversation.
-	s.Agent.SetModel(r.model)
-	s.Agent.SetMaxSteps(r.steps)
-	r.sess = s
-	return nil
+// switchTo makes conv the REPL's conversation and closes the one before.
+func (r *repl) switchTo(ctx context.Context, conv *conversation.Conversation) {
+	old := r.conv
+	r.conv = conv
+	printWarnings(r.f.IO.ErrOut, old.Close(ctx))
 }
 
 // ask runs one question and prints its answer and files on stdout.
 func (r *repl) ask(ctx context.Context, question string) error {
-	res, err := runTurn(ctx, r.f, r.sess, question, r.f.IO.StderrTTY)
-	files, dlErr := r.sess.Download(ctx, res.Files)
-	if err == nil {
-		err = dlErr
+	show := r.f.IO.StderrTTY
+	run := askRun{id: r.conv.ID}
+	var err error
+	run.turn, err = runTurn(ctx, r.f, r.conv, question, show)
+	if !show {
+		run.warnings = run.turn.Warnings
 	}
-	err = printAnswer(r.f.IO, res, files, err)
+	err = printAnswer(r.f.IO, run, err)
 	var silent silentError
 	switch {
 	case errors.As(err, &silent):
@@ -159,71 +165,69 @@ func (r *repl) command(ctx context.Context, line string) error {
 	case "/help":
 		fmt.Fprint(msg, replHelp+tui.CommandsHelp())
 	case "/upload":
-		if err := checkUploads([]string{arg}); err != nil {
+		dest, err := r.conv.Upload(ctx, arg)
+		if err != nil {
 			return err
 		}
-		if err := r.sess.Upload(ctx, arg); err != nil {
-			return err
-		}
-		fmt.Fprintf(msg, "uploaded %s\n", arg)
+		fmt.Fprintf(msg, "uploaded %s to %s\n", arg, dest)
 	case "/files":
-		files, err := r.sess.Files(ctx)
+		files, err := r.conv.Files(ctx)
 		for _, fi := range files {
-			fmt.Fprintf(out, "%s\t%s\n", sanitize.Terminal(fi.Path), tui.SizeText(fi.Size))
+			fmt.Fprintf(out, "%s\t%s\n", sanitize.Terminal(fi.Path), config.SizeText(fi.Size))
 		}
 		if err != nil {
 			return err
 		}
 	case "/download":
-		name := strings.TrimPrefix(arg, "/work/")
-		files, err := r.sess.Download(ctx, []sandbox.FileInfo{{Path: name}})
-		if len(files) == 0 {
+		file, err := r.conv.Download(ctx, arg)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintln(out, files[0].Path)
+		fmt.Fprintln(out, sanitize.Terminal(file.Path))
 	case "/new":
-		if err := r.renew(ctx); err != nil {
+		conv, err := r.svc.Open(ctx, r.cfg, conversation.Options{Origin: "chat"})
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(msg, "new conversation %s\n", r.sess.ID)
+		if r.pickedModel != "" {
+			conv.SetModel(r.pickedModel)
+		}
+		conv.SetMaxSteps(r.pickedSteps)
+		r.switchTo(ctx, conv)
+		fmt.Fprintf(msg, "new conversation %s\n", conv.ID)
 	case "/resume":
 		if arg == "" {
-			st, err := r.f.Store()
-			if err != nil {
-				return err
-			}
-			rows, err := sessionRows(st)
+			rows, err := sessionRows(r.svc.Store())
 			if err != nil {
 				return err
 			}
 			return printSessions(msg, rows, time.Now(), listWidth)
 		}
-		if strings.HasPrefix(r.sess.ID, strings.ToLower(arg)) {
-			fmt.Fprintf(msg, "this is conversation %s already\n", r.sess.ID)
+		if strings.HasPrefix(r.conv.ID, strings.ToLower(arg)) {
+			fmt.Fprintf(msg, "this is conversation %s already\n", r.conv.ID)
 			return nil
 		}
-		s, err := resumeSession(ctx, r.f, r.cfg, arg)
+		conv, err := r.svc.Resume(ctx, r.cfg, arg)
 		if err != nil {
 			return err
 		}
-		r.sess.Close(ctx)
-		r.sess, r.model = s, r.cfg.Model
-		fmt.Fprintf(msg, "resumed conversation %s after %d questions\n", s.ID, s.Conv.Turns)
+		r.switchTo(ctx, conv)
+		fmt.Fprintf(msg, "resumed conversation %s after %d questions\n", conv.ID, conv.Info().Earlier)
 	case "/model":
 		if arg == "" {
-			fmt.Fprintln(msg, "model: "+r.model)
+			fmt.Fprintln(msg, "model: "+r.conv.Info().Model)
 			return nil
 		}
-		r.model = arg
-		r.sess.Agent.SetModel(arg)
+		r.pickedModel = arg
+		r.conv.SetModel(arg)
 		fmt.Fprintln(msg, "model: "+arg)
 	case "/steps":
 		n, err := tui.StepsArg(arg)
 		if err != nil {
 			return usageError{err}
 		}
-		r.steps = n
-		r.sess.Agent.SetMaxSteps(n)
+		r.pickedSteps = n
+		r.conv.SetMaxSteps(n)
 		fmt.Fprintf(msg, "at most %d steps per question\n", n)
 	}
 	return nil

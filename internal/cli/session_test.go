@@ -89,10 +89,11 @@ finally:
 	if got := askJSONOf(t, r); r.code != 0 || got.Answer != "done" {
 		t.Fatalf("exit %d, %+v; want the turn answered despite the failed save\nstderr:\n%s", r.code, got, r.stderr)
 	}
-	for _, want := range []string{"warning: save conversation " + id, "no space left on device", "free space in " + filepath.Join(dataDir, "conversations"),
+	warnings := strings.Join(askJSONOf(t, r).Warnings, "\n")
+	for _, want := range []string{"save conversation " + id, "no space left on device", "free space in " + filepath.Join(dataDir, "conversations"),
 		"conversation " + id + " is saved again"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		if !strings.Contains(warnings, want) {
+			t.Errorf("the warnings do not say %q: %s", want, warnings)
 		}
 	}
 	if c := stored(); c.Turns != 1 || c.Sandbox.SessionID == "" {

@@ -349,12 +349,11 @@ func removeRef(ctx context.Context, f *Factory, cfg *config.Config, ref string) 
 	case err != nil:
 		return err
 	}
-	lock, err := st.Lock(c.ID)
+	svc, err := f.Conversations()
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
-	if err := removeConversation(ctx, f, cfg, st, c); err != nil {
+	if err := svc.Remove(ctx, cfg, c); err != nil {
 		return err
 	}
 	fmt.Fprintf(f.IO.Out, "removed %s %s\n", c.ID, sanitize.Terminal(c.Title))

@@ -353,7 +353,7 @@ func TestChatPausesWhileTheUserIsAway(t *testing.T) {
 				llmtest.Fixed(llmtest.Answer("set")),
 				func(req llmtest.Request) llmtest.Reply {
 					last := req.Messages[len(req.Messages)-1].Content
-					if !strings.Contains(last, "The Python session was restarted") {
+					if !strings.Contains(last, "Python was restarted") {
 						t.Errorf("the model was not told its session restarted: %q", last)
 					}
 					return llmtest.RunPython("print(open('/work/kept.txt').read(), 'x' in globals())")
@@ -369,7 +369,7 @@ func TestChatPausesWhileTheUserIsAway(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errOut.String())
 			}
 			// The user hears what the model heard.
-			if !strings.Contains(errOut.String(), "The Python session was restarted") {
+			if !strings.Contains(errOut.String(), "Python was restarted") {
 				t.Errorf("the user was not told the session restarted:\n%s", errOut.String())
 			}
 		})
@@ -526,7 +526,7 @@ func (b *resumeFailsOnce) Resume(ctx context.Context, id sandbox.SessionID) (san
 // again, and the question after that is told so.
 func TestFailedWakeKeepsTheIdlePause(t *testing.T) {
 	restarted := func(req llmtest.Request) bool {
-		return strings.Contains(req.Messages[len(req.Messages)-1].Content, "The Python session was restarted")
+		return strings.Contains(req.Messages[len(req.Messages)-1].Content, "Python was restarted")
 	}
 	s := llmtest.New(t,
 		llmtest.Fixed(llmtest.RunPython("x = 1")),

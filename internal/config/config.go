@@ -193,10 +193,6 @@ func (c *Config) Path() string { return c.path }
 // FileExists reports whether the config file at Path was found and read.
 func (c *Config) FileExists() bool { return c.fileExists }
 
-// APIKey returns the key to send to the endpoint and where it came from, for messages:
-// the variable's name ("TERP_API_KEY", "GPUOS_API_KEY"), or, for a key from the file or
-// a flag, that Source's String. Both are empty when no key is set, which is fine for
-// local servers.
 // CpuosAPIKey is the cpuos API key, read from the variable cpuos_api_key_env names.
 func (c *Config) CpuosAPIKey() string {
 	if c.getenv == nil || c.CpuosAPIKeyEnv == "" {
@@ -204,6 +200,20 @@ func (c *Config) CpuosAPIKey() string {
 	}
 	return strings.TrimSpace(c.getenv(c.CpuosAPIKeyEnv))
 }
+
+// NetworkPolicy is the sandbox's egress policy the configuration asks for.
+func (c *Config) NetworkPolicy() sandbox.Network {
+	n := sandbox.Network{Mode: sandbox.NetworkMode(c.Network)}
+	if n.Mode == sandbox.NetworkAllowlist {
+		n.Allow = c.NetworkAllow
+	}
+	return n
+}
+
+// APIKey returns the key to send to the endpoint and where it came from, for messages:
+// the variable's name ("TERP_API_KEY", "GPUOS_API_KEY"), or, for a key from the file or
+// a flag, that Source's String. Both are empty when no key is set, which is fine for
+// local servers.
 
 func (c *Config) APIKey() (key, from string) {
 	if k := strings.TrimSpace(c.apiKey); k != "" {

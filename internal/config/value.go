@@ -384,6 +384,20 @@ func parseSize(s string) (int64, error) {
 	return int64(f * float64(mult)), nil
 }
 
+// SizeText is a byte count for a person to read: one decimal in the largest
+// binary unit it reaches, labelled as computed ("1.5 MiB", "200 B").
+func SizeText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 // formatSize writes a byte count in the largest binary unit that divides it exactly, so
 // the default 2GiB shows as "2GiB" and an odd count stays exact.
 func formatSize(n int64) string {

@@ -346,7 +346,7 @@ func (k *Kernel) interrupt(w *worker, s *runSink, what string, cause error) (Res
 		Stderr:   s.err.String(),
 		TimedOut: cause == nil,
 		Notice: fmt.Sprintf("The run %s and was killed, because it did not stop within %s of an interrupt. "+
-			"The Python session was restarted, so all variables and imports were lost. Files in /work were kept.",
+			"Python was restarted, so all variables and imports were lost. Files in /work were kept.",
 			what, k.opt.Grace),
 	}
 	if cause != nil {

@@ -13,7 +13,7 @@ import (
 // load its data again, and it should not retry code that blew the memory
 // limit unchanged.
 
-const lostSession = "The Python session was restarted, so all variables and imports were lost. Files in /work were kept."
+const lostSession = "Python was restarted, so all variables and imports were lost. Files in /work were kept."
 
 // crashNotice explains a worker that went away during a run.
 func crashNotice(code int, streamErr error) string {

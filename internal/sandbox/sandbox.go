@@ -10,8 +10,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 )
 
@@ -72,6 +74,17 @@ type Network struct {
 
 // Off reports whether the code gets no network at all.
 func (n Network) Off() bool { return n.Mode == "" || n.Mode == NetworkNone }
+
+// String is the policy as a user would write it: "allowlist (a, b)".
+func (n Network) String() string {
+	switch {
+	case n.Mode == NetworkAllowlist:
+		return fmt.Sprintf("%s (%s)", n.Mode, strings.Join(n.Allow, ", "))
+	case n.Off():
+		return string(NetworkNone)
+	}
+	return string(n.Mode)
+}
 
 // ExecOptions configure one command.
 type ExecOptions struct {

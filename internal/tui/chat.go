@@ -75,6 +75,11 @@ type Model struct {
 	// thoughts and output unfold the reasoning and long output.
 	thoughts, output bool
 	lastImageID      int
+	// picked are the model and step cap the user chose with /model and
+	// /steps ("" and 0 until then): they hold for a /new conversation,
+	// where a resumed conversation's own never do.
+	pickedModel string
+	pickedSteps int
 }
 
 // job is the work in progress.

@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/sanitize"
 )
 
@@ -61,6 +62,7 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		}
 		m.input.take()
 		m.conv.SetModel(arg)
+		m.pickedModel = arg
 		m.status.info = m.conv.Info()
 		m.status.say("The next questions go to "+arg+".", false)
 		return m, nil
@@ -76,6 +78,7 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		}
 		m.input.take()
 		m.conv.SetMaxSteps(n)
+		m.pickedSteps = n
 		m.status.info = m.conv.Info()
 		m.status.maxSteps = n
 		m.status.step = 0
@@ -215,12 +218,13 @@ func (m *Model) jobDone(msg tea.Msg) {
 			break
 		}
 		// The model and step cap the user chose hold for the new
-		// conversation.
-		old := m.status.info
+		// conversation; a resumed one's do not.
 		m.conv = msg.conv
-		if info := m.conv.Info(); info.Model != old.Model || info.MaxSteps != old.MaxSteps {
-			m.conv.SetModel(old.Model)
-			m.conv.SetMaxSteps(old.MaxSteps)
+		if info := m.conv.Info(); m.pickedModel != "" && info.Model != m.pickedModel {
+			m.conv.SetModel(m.pickedModel)
+		}
+		if info := m.conv.Info(); m.pickedSteps != 0 && info.MaxSteps != m.pickedSteps {
+			m.conv.SetMaxSteps(m.pickedSteps)
 		}
 		info := m.conv.Info()
 		m.status = status{info: info, maxSteps: info.MaxSteps}
@@ -239,7 +243,7 @@ func filesText(msg filesMsg) string {
 		if f.Mode.IsDir() {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("  %-32s %10s", sanitize.Terminal(f.Path), SizeText(f.Size)))
+		rows = append(rows, fmt.Sprintf("  %-32s %10s", sanitize.Terminal(f.Path), config.SizeText(f.Size)))
 	}
 	if len(rows) == 0 {
 		return "/work is empty. /upload PATH copies a file there."

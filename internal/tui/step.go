@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
 )
@@ -221,7 +222,7 @@ func renderOutput(b *block, rc *renderContext, text string, st lipgloss.Style) {
 func (f *savedFile) render(b *block, rc *renderContext) {
 	t := rc.theme
 	name := sanitize.Terminal(f.name)
-	b.add("  " + t.file.Render("▣ /work/"+name) + t.dim.Render(" · "+SizeText(f.bytes)))
+	b.add("  " + t.file.Render("▣ /work/"+name) + t.dim.Render(" · "+config.SizeText(f.bytes)))
 	if f.problem != "" {
 		for _, l := range wrap("not downloaded: "+sanitize.Terminal(f.problem), rc.width-6) {
 			b.add("    " + t.failed.Render(l))

@@ -35,19 +35,6 @@ func padRight(s string, width int) string {
 	return s
 }
 
-// SizeText says how big a file is, the way people read it.
-func SizeText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // durationText shows a duration with the precision a person cares about.
 func durationText(d time.Duration) string {
 	switch {

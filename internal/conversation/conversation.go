@@ -1,0 +1,467 @@
+package conversation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/kernel"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/store"
+)
+
+// Conversation is one open conversation: its stored record, its sandbox, the
+// runner that runs code there (the kernel starts with the sandbox, so its
+// imports happen while the model thinks about the first step) and the agent
+// that holds the history. The record is saved after every completed step;
+// Close pauses the sandbox, so that a later process can resume the
+// conversation with the same /work. A save that fails is retried at every
+// later one (see save), never the end of a turn.
+//
+// Its methods are safe for concurrent use; turns run one at a time (Ask
+// returns ErrBusy while one runs).
+type Conversation struct {
+	ID string
+
+	svc       *Service
+	cfg       *config.Config // this conversation's own
+	lock      *store.Lock
+	backend   sandbox.Backend
+	keepFiles bool
+
+	sbx    sandbox.Sandbox
+	runner kernel.Runner
+	agent  *agent.Agent
+
+	// turn is held by the running turn; running counts the turns and file
+	// jobs in flight, for Close to wait on.
+	turn    sync.Mutex
+	running sync.WaitGroup
+	// earlier and past describe what was asked before it was opened.
+	earlier int
+	past    []Exchange
+
+	// mu guards the sandbox's state between turns against the idle timer.
+	mu         sync.Mutex
+	busy       int         // turns and file jobs running
+	paused     bool        // the sandbox is paused; the next turn wakes it
+	closed     bool        // Close has run
+	idle       *time.Timer // pauses the sandbox after idle_pause
+	awakeSince time.Time   // when the sandbox was created or last resumed
+
+	// recMu guards the record and its saves, which steps, uploads,
+	// downloads and pauses all make.
+	recMu sync.Mutex
+	rec   *store.Conversation
+	// unsaved is why the last save failed; nil when the stored record is
+	// the conversation as it is.
+	unsaved error
+
+	// warnMu guards what the user is still to hear, and the running turn's
+	// send function, which hears it at once.
+	warnMu  sync.Mutex
+	pending []string
+	send    func(agent.Event)
+}
+
+// ErrBusy is returned by Ask while another turn of the same conversation
+// runs.
+var ErrBusy = errors.New("the conversation is busy with another question; wait for it to finish or cancel it")
+
+// warn tells the user something that did not stop the conversation: at once
+// as an agent.Notice when a turn is running, and in the next Turn.Warnings
+// or Warnings either way.
+func (c *Conversation) warn(text string) {
+	c.warnMu.Lock()
+	c.pending = append(c.pending, text)
+	send := c.send
+	c.warnMu.Unlock()
+	if send != nil {
+		send(agent.Notice{Text: text})
+	}
+}
+
+// Warnings returns what the user should hear that no turn has reported yet
+// (an upload's save that failed, an idle pause that did not happen, the
+// settings a resume kept), and forgets it. A front-end calls it after
+// anything but Ask, whose Turn carries its own.
+func (c *Conversation) Warnings() []string {
+	c.warnMu.Lock()
+	defer c.warnMu.Unlock()
+	out := c.pending
+	c.pending = nil
+	return out
+}
+
+// wake brings a paused conversation back: its sandbox resumed, or replaced
+// with the original uploads when it expired or vanished, and a fresh runner;
+// the model is told what it lost. It serves resuming a stored conversation,
+// and a conversation whose sandbox was paused while the user was away.
+func (c *Conversation) wake(ctx context.Context) error {
+	var note string
+	// Asked before anything is saved, which records the mode used from now.
+	lostVariables := c.ranInKernel()
+	resumed := false
+	if id := c.rec.Sandbox.SessionID; id != "" && c.rec.Sandbox.Backend == c.cfg.Sandbox {
+		sbx, err := c.backend.Resume(ctx, sandbox.SessionID(id))
+		switch {
+		case err == nil:
+			c.sbx, resumed = sbx, true
+		case !errors.Is(err, sandbox.ErrExpired):
+			return fmt.Errorf("resume the sandbox of conversation %s: %w", c.ID, err)
+		}
+	}
+	if !resumed {
+		if err := c.create(ctx); err != nil {
+			return err
+		}
+		if err := c.uploadInputs(ctx); err != nil {
+			return err
+		}
+		note = c.replacedNote()
+	} else if lostVariables {
+		// Every backend keeps files, not memory, across a pause, and the
+		// runner below starts afresh.
+		note = "Python was restarted since the last question: " +
+			"variables and imports from earlier steps are gone, files in /work were kept."
+		if kernel.Mode(c.cfg.ExecMode) == kernel.ModeScript {
+			note = "Code now runs as a new Python script each time: variables and imports " +
+				"from earlier steps are gone, files in /work were kept."
+		}
+	}
+	if err := c.startRunner(ctx); err != nil {
+		return err
+	}
+	var err error
+	if c.agent == nil {
+		c.agent = c.newAgent()
+		err = c.agent.Restore(ctx, c.rec.Messages, c.rec.Usage, c.rec.Steps)
+		c.earlier, c.past = c.rec.Turns, pastExchanges(c.rec.Messages, maxPast)
+	} else {
+		err = c.agent.Rebind(ctx, c.sbx, c.runner)
+	}
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		c.agent.Note(note)
+	}
+	c.paused = false
+	c.awakeSince = time.Now()
+	c.save()
+	return nil
+}
+
+// ranInKernel reports whether code may have left variables in a kernel of
+// this conversation: code ran (or began to) while it was in kernel mode. A
+// record written before CodeRan existed shows it by a tool result.
+func (c *Conversation) ranInKernel() bool {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	if kernel.Mode(c.rec.Settings.ExecMode) == kernel.ModeScript {
+		return false
+	}
+	return c.rec.CodeRan || slices.ContainsFunc(c.rec.Messages, func(m llm.Message) bool { return m.Role == llm.RoleTool })
+}
+
+// suspend pauses the sandbox while the conversation stays open, as when its
+// user has been away for idle_pause: a paused sandbox costs only disk. The
+// next turn wakes it. The caller holds mu.
+func (c *Conversation) suspend(ctx context.Context) error {
+	if c.paused || c.sbx == nil {
+		return nil
+	}
+	_ = c.runner.Close()
+	id, err := c.sbx.Pause(ctx)
+	if err != nil {
+		return fmt.Errorf("pause the sandbox: %w", err)
+	}
+	c.paused = true
+	c.update(func(r *store.Conversation) { r.Sandbox.SessionID = string(id) })
+	return nil
+}
+
+// begin readies the sandbox for work and holds off the idle pause until end.
+// A sandbox paused while the user was away is woken, and one that has lived
+// its sandbox_timeout is renewed (paused and resumed, which restarts its
+// lifetime). When begin fails there is no end to come, so it lets the pause
+// be armed again.
+func (c *Conversation) begin(ctx context.Context) (err error) {
+	c.running.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.busy++
+	defer func() {
+		if err != nil {
+			c.busy--
+			c.running.Done()
+		}
+	}()
+	if c.closed {
+		return errors.New("the conversation is closed")
+	}
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	if !c.paused && c.cfg.SandboxTimeout > 0 && time.Since(c.awakeSince) > c.cfg.SandboxTimeout {
+		if err := c.suspend(ctx); err != nil {
+			return err
+		}
+	}
+	if c.paused {
+		return c.wake(ctx)
+	}
+	return nil
+}
+
+// end arms the idle pause once nothing runs.
+func (c *Conversation) end() {
+	defer c.running.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.busy--
+	if c.busy > 0 || c.cfg.IdlePause <= 0 || c.closed {
+		return
+	}
+	if c.idle == nil {
+		c.idle = time.AfterFunc(c.cfg.IdlePause, c.idleTimeout)
+		return
+	}
+	c.idle.Reset(c.cfg.IdlePause)
+}
+
+func (c *Conversation) idleTimeout() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy > 0 || c.closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.suspend(ctx); err != nil {
+		c.warn("while you were away, " + err.Error() + "; it keeps running until the conversation ends")
+	}
+}
+
+// create makes a new sandbox for the conversation and records its id at
+// once, so a process killed before its first step still leaves a
+// conversation the next one can resume.
+func (c *Conversation) create(ctx context.Context) error {
+	sbx, err := c.backend.Create(ctx, sandbox.Options{
+		Timeout: c.cfg.SandboxTimeout,
+		Limits: sandbox.Limits{
+			MemoryBytes:   c.cfg.MemoryLimit,
+			Processes:     c.cfg.ProcessLimit,
+			FileSizeBytes: c.cfg.FileSizeLimit,
+			WorkBytes:     c.cfg.MaxWorkSize,
+		},
+		Network: c.cfg.NetworkPolicy(),
+	})
+	if err != nil {
+		return fmt.Errorf("create the %s sandbox: %w", c.cfg.Sandbox, err)
+	}
+	c.sbx = sbx
+	c.update(func(r *store.Conversation) {
+		r.Sandbox = store.SandboxRef{Backend: c.cfg.Sandbox, SessionID: string(sbx.ID())}
+	})
+	return nil
+}
+
+// startRunner starts the runner for the conversation's sandbox, as exec_mode
+// says, wrapped so that the first run is recorded before it starts.
+func (c *Conversation) startRunner(ctx context.Context) error {
+	r, err := newRunner(ctx, c.sbx, c.cfg)
+	if err != nil {
+		return err
+	}
+	c.runner = recordingRunner{Runner: r, c: c}
+	return nil
+}
+
+// recordingRunner saves, before the conversation's code first runs, that it
+// ran (store.Conversation.CodeRan): no step may be saved before the process
+// dies, yet from then on there are variables to lose and files to keep.
+type recordingRunner struct {
+	kernel.Runner
+	c *Conversation
+}
+
+func (r recordingRunner) Run(ctx context.Context, code string, timeout time.Duration) (kernel.Result, error) {
+	c := r.c
+	c.recMu.Lock()
+	if !c.rec.CodeRan {
+		c.rec.CodeRan = true
+		c.saveLocked()
+	}
+	c.recMu.Unlock()
+	return r.Runner.Run(ctx, code, timeout)
+}
+
+// newAgent makes the conversation's agent, which saves after every step.
+func (c *Conversation) newAgent() *agent.Agent {
+	return agent.New(c.svc.newModel(c.cfg), c.sbx, c.runner, withModelSettings(c.cfg, agent.Config{
+		Model:      c.cfg.Model,
+		MaxSteps:   c.cfg.MaxSteps,
+		Timeout:    c.cfg.Timeout,
+		ExecMode:   kernel.Mode(c.cfg.ExecMode),
+		Network:    c.cfg.NetworkPolicy(),
+		Checkpoint: c.checkpoint,
+	}))
+}
+
+// checkpoint saves the conversation after a completed step. It never fails:
+// a save that fails is a warning (see save), for the turn is worth more than
+// its record, and the next checkpoint saves it all.
+func (c *Conversation) checkpoint(cp agent.Checkpoint) error {
+	c.update(func(r *store.Conversation) {
+		r.Messages, r.Usage, r.Steps = cp.Messages, cp.Usage, cp.Steps
+		if cp.TurnDone {
+			r.Turns++
+		}
+		if r.Title == "" {
+			r.SetTitle(firstQuestion(cp.Messages))
+		}
+	})
+	return nil
+}
+
+// update changes the record with change (when there is one) and saves it.
+func (c *Conversation) update(change func(*store.Conversation)) {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	if change != nil {
+		change(c.rec)
+	}
+	c.saveLocked()
+}
+
+// save writes the record as it is.
+func (c *Conversation) save() { c.update(nil) }
+
+// saveLocked writes the whole record with the settings the conversation now
+// runs with; the caller holds recMu. A save that fails (a full disk, a
+// store made read-only) ends nothing and damages nothing: store.Save
+// replaces the old record atomically, so it stays as it was; the
+// conversation goes on in memory and the user is told once; every later
+// save (the next step, a pause, Close) writes everything again, so the first
+// that succeeds stores it all, the sandbox's id included.
+func (c *Conversation) saveLocked() {
+	c.rec.Settings.Model = c.cfg.Model
+	c.rec.Settings.BaseURL = c.cfg.BaseURL
+	c.rec.Settings.ExecMode = c.cfg.ExecMode
+	st := c.svc.store
+	err := st.Save(c.rec)
+	switch {
+	case err != nil && c.unsaved == nil:
+		c.warn(fmt.Sprintf("%v; the conversation goes on and the record stored before is intact: "+
+			"free space in %s (or make it writable) and terp saves everything after the next step or on exit", err, st.Dir()))
+	case err == nil && c.unsaved != nil:
+		c.warn(fmt.Sprintf("conversation %s is saved again", c.ID))
+	}
+	c.unsaved = err
+}
+
+// replacedNote tells the model that its sandbox is new.
+func (c *Conversation) replacedNote() string {
+	note := "This conversation's sandbox had expired, so a new one was created: files saved by " +
+		"earlier steps and all variables are gone."
+	if len(c.rec.Inputs) > 0 {
+		names := make([]string, len(c.rec.Inputs))
+		for i, in := range c.rec.Inputs {
+			names[i] = sandbox.WorkDir + "/" + in.Name
+		}
+		note += " The uploaded files were uploaded again: " + strings.Join(names, ", ") + "."
+	}
+	return note
+}
+
+// Close stops the runner, pauses the sandbox so that a later process can
+// resume the conversation, saves the record and lets the conversation go. It
+// waits a while for a cancelled turn to let go of the sandbox first. The
+// caller's context may be cancelled by now (Ctrl+C); this must still happen.
+// It returns what the user should still hear, the problems of closing
+// included.
+func (c *Conversation) Close(ctx context.Context) []string {
+	done := make(chan struct{})
+	go func() { c.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return c.Warnings()
+	}
+	c.closed = true
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	if c.runner != nil {
+		_ = c.runner.Close()
+	}
+	if c.sbx != nil && c.empty() {
+		// Nothing was said, run or uploaded (a chat left at once, a
+		// question the server refused, a kernel that would not start):
+		// nothing is worth keeping.
+		if err := c.sbx.Close(ctx); err != nil {
+			c.warn("removing the sandbox: " + err.Error())
+		}
+		_ = c.svc.store.Remove(c.ID)
+		c.release()
+		return c.Warnings()
+	}
+	if c.sbx != nil && !c.paused {
+		id, err := c.sbx.Pause(ctx)
+		if err != nil {
+			c.warn("pausing the sandbox: " + err.Error())
+		}
+		c.update(func(r *store.Conversation) {
+			if err == nil {
+				r.Sandbox.SessionID = string(id)
+			}
+		})
+	} else if c.unsaved != nil {
+		c.save()
+	}
+	if c.unsaved != nil {
+		c.warn(fmt.Sprintf("conversation %s could not be saved on exit (%v): what is stored of it is "+
+			"as of its last save that worked, and its sandbox is kept; free space in %s before going on with it (terp ask --resume %s)",
+			c.ID, c.unsaved, c.svc.store.Dir(), c.ID))
+	}
+	c.release()
+	return c.Warnings()
+}
+
+// empty reports whether the conversation holds nothing of the user's: no
+// message, no code that ran, no upload, not even one whose copy was kept
+// before the sandbox refused it. Only such a conversation is ever discarded
+// without the user asking; every error path keeps the others, paused, to be
+// resumed.
+func (c *Conversation) empty() bool {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	if len(c.rec.Messages) > 0 || c.rec.CodeRan || len(c.rec.Inputs) > 0 {
+		return false
+	}
+	kept, err := os.ReadDir(c.svc.store.InputsDir(c.ID))
+	return errors.Is(err, os.ErrNotExist) || (err == nil && len(kept) == 0)
+}
+
+// release lets another process open the conversation.
+func (c *Conversation) release() {
+	if c.lock != nil {
+		_ = c.lock.Unlock()
+		c.lock = nil
+	}
+}

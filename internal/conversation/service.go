@@ -1,0 +1,266 @@
+// Package conversation is the life of a conversation, the same for every
+// front-end: it creates or resumes the sandbox, uploads the user's files
+// (and uploads them again when the sandbox is lost), runs turns, pauses the
+// sandbox when the user is away and when it has lived its lifetime, tells the
+// model what it lost, saves the record after every step and downloads what
+// the code saved. It knows nothing about terminals or HTTP: `terp ask`, the
+// chat (both modes), `terp batch` and the servers only add rendering and
+// protocol. What the user should hear comes back as values (Turn.Warnings,
+// Warnings, Close) and as the agent's events, never as writes to a stream.
+//
+// Words, used the same way everywhere: a conversation is the questions,
+// answers, steps and /work of one line of inquiry, live or stored; its
+// sandbox is where its code runs; a sandbox's pause handle is its sandbox id
+// (sandbox.SessionID, the contract's word); Python is the kernel or script
+// that runs the code inside the sandbox.
+package conversation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/store"
+)
+
+// Service opens, resumes and removes conversations. It is safe for
+// concurrent use, and so is each conversation it returns: a server holds
+// many at once, each with its own settings, sandbox and lock.
+type Service struct {
+	store      *store.Store
+	newBackend func(*config.Config) (sandbox.Backend, error)
+	newModel   func(*config.Config) agent.Completer
+}
+
+// Deps are what a Service is built from. NewBackend is called once per
+// conversation opened with that conversation's configuration; a front-end
+// that runs many (batch, a server) returns one shared backend from it.
+type Deps struct {
+	Store      *store.Store
+	NewBackend func(*config.Config) (sandbox.Backend, error)
+	NewModel   func(*config.Config) agent.Completer
+}
+
+// New returns the service for deps.
+func New(deps Deps) *Service {
+	return &Service{store: deps.Store, newBackend: deps.NewBackend, newModel: deps.NewModel}
+}
+
+// Store is where the service keeps its conversations.
+func (s *Service) Store() *store.Store { return s.store }
+
+// InputError is a mistake in what the caller asked for (a file that cannot
+// be uploaded, an id that names no conversation), as opposed to a failure
+// of the sandbox, the store or the model: the front-end tells the user what
+// to change (a CLI exits 2, a server answers 400 or 404).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErrorf(format string, a ...any) error {
+	return &InputError{fmt.Errorf(format, a...)}
+}
+
+// Options are how a new conversation is opened.
+type Options struct {
+	// Origin is the front-end that started it, as stored: ask, chat, batch.
+	Origin string
+	// KeepFiles leaves the files the code saved in the sandbox: Ask reports
+	// them in Turn.Result.Files and downloads none (batch without
+	// --artifacts, a server, which serves them from the sandbox).
+	KeepFiles bool
+}
+
+// Open starts a new conversation with its own copy of cfg: nothing the
+// conversation does to its settings reaches cfg or any other conversation.
+func (s *Service) Open(ctx context.Context, cfg *config.Config, opts Options) (*Conversation, error) {
+	own := *cfg
+	backend, err := s.newBackend(&own)
+	if err != nil {
+		return nil, err
+	}
+	id := store.NewID()
+	lock, err := s.store.Lock(id)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conversation{ID: id, svc: s, cfg: &own, lock: lock, backend: backend, keepFiles: opts.KeepFiles}
+	c.rec = store.New(id, opts.Origin, "", store.Settings{
+		Model: own.Model, BaseURL: own.BaseURL, ExecMode: own.ExecMode, MaxSteps: own.MaxSteps,
+		Network: own.Network, NetworkAllow: own.NetworkPolicy().Allow,
+	}, own.Sandbox)
+	if err := c.create(ctx); err != nil {
+		// No sandbox was made, so no code ran and nothing was uploaded:
+		// the record is only the one create may have written.
+		c.release()
+		_ = s.store.Remove(id)
+		return nil, err
+	}
+	if err := c.startRunner(ctx); err != nil {
+		c.Close(ctx) // discards the conversation only while it is empty
+		return nil, err
+	}
+	c.agent = c.newAgent()
+	c.awakeSince = time.Now()
+	return c, nil
+}
+
+// Resume goes on with a stored conversation: ref is an id or a unique prefix
+// of one, or "" for the latest. It runs with its own copy of cfg, in which the
+// model, endpoint and exec mode it used are kept unless the environment or a
+// flag names others, and its network policy always (see keepStored). Its
+// sandbox is resumed, or, if it expired or vanished, replaced by a new one
+// with the original uploads; either way the model is told what it lost. A
+// resume that fails leaves the conversation as it was stored.
+func (s *Service) Resume(ctx context.Context, cfg *config.Config, ref string) (*Conversation, error) {
+	id, err := s.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := s.store.Lock(id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.store.Load(id)
+	if err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	own := *cfg
+	c := &Conversation{ID: id, rec: rec, svc: s, cfg: &own, lock: lock}
+	if warning := keepStored(&own, rec.Settings); warning != "" {
+		c.pending = append(c.pending, warning)
+	}
+	if c.backend, err = s.newBackend(&own); err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	if err := c.wake(ctx); err != nil {
+		if c.sbx != nil {
+			c.Close(ctx) // pauses it: Close discards only an empty conversation
+		} else {
+			c.release()
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// resolve turns a reference into a stored conversation's id.
+func (s *Service) resolve(ref string) (string, error) {
+	var id string
+	var err error
+	if ref == "" {
+		id, err = s.store.Latest()
+	} else {
+		id, err = s.store.Resolve(ref)
+	}
+	if err != nil {
+		return "", &InputError{err}
+	}
+	return id, nil
+}
+
+// Remove deletes a stored conversation: its sandbox, on the backend the
+// record names whatever cfg says, then its record. It is what `terp
+// sessions rm` does. A conversation open elsewhere is not removed.
+func (s *Service) Remove(ctx context.Context, cfg *config.Config, rec *store.Conversation) error {
+	lock, err := s.store.Lock(rec.ID)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	if rec.Sandbox.SessionID != "" {
+		own := *cfg
+		if rec.Sandbox.Backend != "" {
+			own.Sandbox = rec.Sandbox.Backend
+		}
+		backend, err := s.newBackend(&own)
+		if err != nil {
+			return fmt.Errorf("remove the sandbox of conversation %s (on %s): %w", rec.ID, own.Sandbox, err)
+		}
+		sbx, err := backend.Resume(ctx, sandbox.SessionID(rec.Sandbox.SessionID))
+		switch {
+		case err == nil:
+			if err := sbx.Close(ctx); err != nil {
+				return fmt.Errorf("remove the sandbox of conversation %s: %w", rec.ID, err)
+			}
+		case !errors.Is(err, sandbox.ErrExpired):
+			return fmt.Errorf("remove the sandbox of conversation %s: %w", rec.ID, err)
+		}
+	}
+	return s.store.Remove(rec.ID)
+}
+
+// CheckUploads makes sure every file can be read before anything runs, so a
+// typo costs no model call, and that no two land on the same name in /work.
+func CheckUploads(paths []string) error {
+	seen := map[string]string{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return inputErrorf("cannot upload %s: %v", p, unwrapPath(err))
+		}
+		if !st.Mode().IsRegular() {
+			return inputErrorf("cannot upload %s: not a regular file", p)
+		}
+		fh, err := os.Open(p)
+		if err != nil {
+			return inputErrorf("cannot upload %s: %v", p, unwrapPath(err))
+		}
+		fh.Close()
+		name := filepath.Base(p)
+		if prev, ok := seen[name]; ok {
+			return inputErrorf("%s and %s would both be uploaded as /work/%s; rename one", prev, p, name)
+		}
+		seen[name] = p
+	}
+	return nil
+}
+
+// CheckOutDir makes sure the files the code saves can be downloaded to dir,
+// the -o the user gave, before any model call: a dir that is a file, or in a
+// place terp may not write, would otherwise be found out only after the
+// answer. Without -o nothing is checked: a question whose code saves no file
+// needs no directory, and terp-<id> is made only when one is saved.
+func CheckOutDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		switch {
+		case err == nil && !fi.IsDir():
+			return inputErrorf("cannot download to %s: %s is not a directory; give -o a directory", dir, d)
+		case err == nil:
+			if unix.Access(d, unix.W_OK|unix.X_OK) != nil {
+				return inputErrorf("cannot download to %s: %s is not writable; give -o a directory you may write", dir, d)
+			}
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR):
+			return inputErrorf("cannot download to %s: %v", dir, unwrapPath(err))
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// unwrapPath drops the path from a *PathError, which the message already names.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

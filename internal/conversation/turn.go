@@ -1,0 +1,385 @@
+package conversation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/store"
+)
+
+// Turn is the outcome of one question.
+type Turn struct {
+	Result agent.Result
+	// Files are the files the code saved, downloaded (none with
+	// Options.KeepFiles: Result.Files names them in the sandbox).
+	Files []File
+	// Warnings are what the user should know that did not end the turn, in
+	// the order they happened: the agent's notices (Result.Notices), saves
+	// that failed, files that were not downloaded, and what happened
+	// between turns. Each was also sent to Ask's send as an agent.Notice,
+	// so a front-end that shows the events has shown them all.
+	Warnings []string
+}
+
+// File is a file downloaded from the sandbox.
+type File struct {
+	// Name is the path relative to /work.
+	Name string `json:"-"`
+	// Path is where it was written on this machine, as the user would
+	// type it (relative to the current directory by default).
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// SandboxPath is where the file was in the sandbox.
+func (f File) SandboxPath() string { return path.Join(sandbox.WorkDir, f.Name) }
+
+// Ask runs one turn, sending its events to send (which may be nil), then
+// downloads the files the code saved, whatever the outcome, even after the
+// context was cancelled: they are the user's results. A turn's error comes
+// back with the Turn filled in as far as it got.
+func (c *Conversation) Ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
+	if !c.turn.TryLock() {
+		return Turn{Result: agent.Result{StopReason: agent.Errored}}, ErrBusy
+	}
+	defer c.turn.Unlock()
+	if send == nil {
+		send = func(agent.Event) {}
+	}
+	// What happened since the last turn is heard first.
+	c.warnMu.Lock()
+	c.send = send
+	before := c.pending
+	c.warnMu.Unlock()
+	for _, w := range before {
+		send(agent.Notice{Text: w})
+	}
+	defer func() {
+		c.warnMu.Lock()
+		c.send = nil
+		c.warnMu.Unlock()
+	}()
+
+	turn, err := c.ask(ctx, question, send)
+	turn.Warnings = append(append([]string(nil), turn.Result.Notices...), c.Warnings()...)
+	return turn, err
+}
+
+func (c *Conversation) ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
+	if err := c.begin(ctx); err != nil {
+		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
+	}
+	res, err := c.agent.Ask(ctx, question, send)
+	c.end()
+	turn := Turn{Result: res}
+	if c.keepFiles {
+		return turn, err
+	}
+	files, dlErr := c.download(ctx, res.Files)
+	turn.Files = files
+	if err == nil {
+		err = dlErr
+	} else if dlErr != nil {
+		c.warn(dlErr.Error())
+	}
+	return turn, err
+}
+
+// SetModel switches the model of the following turns, and of the record.
+// It waits for a running turn to end.
+func (c *Conversation) SetModel(name string) {
+	c.turn.Lock()
+	defer c.turn.Unlock()
+	c.agent.SetModel(name)
+	c.recMu.Lock()
+	c.cfg.Model = name
+	c.recMu.Unlock()
+}
+
+// SetMaxSteps changes the step cap of the following turns. It waits for a
+// running turn to end.
+func (c *Conversation) SetMaxSteps(n int) {
+	if n <= 0 {
+		return
+	}
+	c.turn.Lock()
+	defer c.turn.Unlock()
+	c.agent.SetMaxSteps(n)
+	c.recMu.Lock()
+	c.cfg.MaxSteps = n
+	c.recMu.Unlock()
+}
+
+// Info describes a conversation for a status line or a listing.
+type Info struct {
+	ID       string
+	Model    string
+	Sandbox  string
+	MaxSteps int
+	// Earlier counts the questions asked before it was opened, in a stored
+	// conversation that goes on.
+	Earlier int
+	// Past are the last of those questions with their answers.
+	Past []Exchange
+}
+
+// Exchange is one earlier question and its answer ("" when it got none).
+type Exchange struct {
+	Question, Answer string
+}
+
+// Info describes the conversation as it is now. It never waits for a turn.
+func (c *Conversation) Info() Info {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	return Info{ID: c.ID, Model: c.cfg.Model, Sandbox: c.cfg.Sandbox, MaxSteps: c.cfg.MaxSteps,
+		Earlier: c.earlier, Past: c.past}
+}
+
+// maxPast is how many earlier exchanges Info carries.
+const maxPast = 10
+
+// pastExchanges are the last n questions of a stored conversation with the
+// answer each got: a user message (without the notes terp put before it)
+// and the last assistant text before the next question.
+func pastExchanges(msgs []llm.Message, n int) []Exchange {
+	var out []Exchange
+	for _, m := range msgs {
+		switch {
+		case m.Role == llm.RoleUser && m.Content == agent.EmptyReplyNudge:
+			// terp's, not the user's
+		case m.Role == llm.RoleUser:
+			if q := firstQuestion([]llm.Message{m}); q != "" {
+				out = append(out, Exchange{Question: q})
+			}
+		case m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "" && len(out) > 0:
+			out[len(out)-1].Answer = m.Content
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}
+
+// firstQuestion is the user's first message without the notes terp put
+// before it.
+func firstQuestion(msgs []llm.Message) string {
+	for _, m := range msgs {
+		if m.Role != llm.RoleUser {
+			continue
+		}
+		q := m.Content
+		for strings.HasPrefix(q, "(") {
+			i := strings.Index(q, ")\n")
+			if i < 0 {
+				break
+			}
+			q = strings.TrimLeft(q[i+2:], "\n")
+		}
+		return q
+	}
+	return ""
+}
+
+// Upload copies the host file at p to /work/<basename>, keeps a copy with
+// the conversation so it can be uploaded again if the sandbox is lost, and
+// returns where it landed in the sandbox.
+func (c *Conversation) Upload(ctx context.Context, p string) (string, error) {
+	if err := CheckUploads([]string{p}); err != nil {
+		return "", err
+	}
+	if err := c.begin(ctx); err != nil {
+		return "", err
+	}
+	defer c.end()
+	name := filepath.Base(p)
+	kept := filepath.Join(c.svc.store.InputsDir(c.ID), name)
+	n, err := copyFile(p, kept)
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) && pe.Path == p {
+		return "", inputErrorf("cannot upload %s: %v", p, pe.Err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot upload %s: keeping a copy with the conversation failed (%w); free space in %s and upload it again",
+			p, err, c.svc.store.Dir())
+	}
+	fh, err := os.Open(kept)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	if err := c.agent.Upload(ctx, name, fh); err != nil {
+		return "", err
+	}
+	abs, _ := filepath.Abs(p)
+	c.update(func(r *store.Conversation) {
+		r.Inputs = appendStored(r.Inputs, store.File{Name: name, Path: abs, Bytes: n})
+	})
+	return path.Join(sandbox.WorkDir, name), nil
+}
+
+// uploadInputs puts a conversation's kept uploads into a new sandbox.
+func (c *Conversation) uploadInputs(ctx context.Context) error {
+	for _, in := range c.rec.Inputs {
+		fh, err := os.Open(filepath.Join(c.svc.store.InputsDir(c.ID), in.Name))
+		if err != nil {
+			return fmt.Errorf("upload %s again: %w", in.Name, err)
+		}
+		err = c.sbx.WriteFile(ctx, sandbox.WorkDir+"/"+in.Name, fh)
+		fh.Close()
+		if err != nil {
+			return fmt.Errorf("upload %s again: %w", in.Name, err)
+		}
+	}
+	return nil
+}
+
+// copyFile copies src to dst, creating dst's directory. The copy is written
+// beside dst and renamed over it, so a copy that fails (a full disk) leaves
+// an earlier upload of the same name whole.
+func copyFile(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return 0, err
+	}
+	out, err := os.CreateTemp(filepath.Dir(dst), ".upload-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(out.Name()) // fails harmlessly after the rename
+	n, err := io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(out.Name(), dst)
+	}
+	return n, err
+}
+
+// appendStored adds f, replacing an earlier file of the same name.
+func appendStored(files []store.File, f store.File) []store.File {
+	for i := range files {
+		if files[i].Name == f.Name {
+			files[i] = f
+			return files
+		}
+	}
+	return append(files, f)
+}
+
+// OutDir is where files the code saved are downloaded: out_dir, or a new
+// directory per conversation under the current one.
+func (c *Conversation) OutDir() string {
+	if c.cfg.OutDir != "" {
+		return c.cfg.OutDir
+	}
+	return "terp-" + c.ID
+}
+
+// Download copies the file name (relative to /work) to the output directory.
+func (c *Conversation) Download(ctx context.Context, name string) (File, error) {
+	name = strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(name, sandbox.WorkDir+"/")), "/")
+	files, err := c.download(ctx, []sandbox.FileInfo{{Path: name}})
+	if len(files) == 0 {
+		if err == nil {
+			// Skipped, with the warning saying why.
+			w := c.Warnings()
+			err = errors.New(strings.Join(w, "; "))
+		}
+		return File{}, err
+	}
+	return files[0], err
+}
+
+// download fetches files into the output directory. A file over the size
+// cap is skipped with a warning; the others still come. A file already in
+// the directory under the same name is kept, and the new one saved under a
+// numbered name (see agent.Downloads.Get), which a warning names.
+func (c *Conversation) download(ctx context.Context, files []sandbox.FileInfo) ([]File, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	// Downloads happen even after Ctrl+C: the files are the user's results.
+	ctx = context.WithoutCancel(ctx)
+	if err := c.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer c.end()
+	dir := c.OutDir()
+	dl := agent.NewDownloads(dir, c.cfg.MaxDownloadSize, c.cfg.MaxDownloadTotal)
+	var out []File
+	var errs []error
+	for _, fi := range files {
+		if fi.Size > c.cfg.MaxDownloadSize {
+			c.warn(fmt.Sprintf("skipped /work/%s: %s is over max_download_size (%s)",
+				fi.Path, config.SizeText(fi.Size), config.SizeText(c.cfg.MaxDownloadSize)))
+			continue
+		}
+		p, n, err := dl.Get(ctx, c.sbx, fi.Path)
+		if errors.Is(err, agent.ErrOverTotal) {
+			continue // named in dl.Warning below
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			c.warn(fmt.Sprintf("skipped /work/%s: it is not there (the code may have removed it before the turn ended)", fi.Path))
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if want := filepath.Join(dir, filepath.FromSlash(fi.Path)); p != want {
+			c.warn(fmt.Sprintf("%s was already there and is kept; /work/%s is saved as %s", want, fi.Path, p))
+		}
+		out = append(out, File{Name: fi.Path, Path: p, Bytes: n})
+	}
+	if w := dl.Warning(c.ID); w != "" {
+		c.warn(w)
+	}
+	c.update(func(r *store.Conversation) {
+		for _, f := range out {
+			abs, _ := filepath.Abs(f.Path)
+			r.Downloads = appendStored(r.Downloads, store.File{Name: f.Name, Path: abs, Bytes: f.Bytes})
+		}
+	})
+	if len(errs) > 0 {
+		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// Files lists /work as the user knows it: files only, without terp's own
+// directory. A listing cut short comes with its error and still holds the
+// newest files.
+func (c *Conversation) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
+	if err := c.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer c.end()
+	all, err := c.sbx.List(ctx, sandbox.WorkDir)
+	if err != nil && !errors.Is(err, sandbox.ErrListTruncated) {
+		return nil, err
+	}
+	if err != nil {
+		err = fmt.Errorf("/work holds more files than are listed: %w", err)
+	}
+	return agent.Visible(all), err
+}
