@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
 )
 
@@ -91,5 +93,61 @@ func TestContinueKeepsNetwork(t *testing.T) {
 	last := s.Requests()[len(s.Requests())-1]
 	if desc := last.Tools[0].Function.Description; !strings.Contains(desc, "limited to HTTP(S) to example.org") {
 		t.Errorf("the resumed conversation's model is not told its network:\n%s", desc)
+	}
+}
+
+// Settings belong to a conversation: a chat that resumes an allowlist
+// conversation and then starts a /new one gives the new one the chat's own
+// settings (no network, the chat's model), not the resumed one's; and the
+// resumed one keeps its network.
+func TestResumeThenNewKeepsSettingsApart(t *testing.T) {
+	home := terptest.TempDir(t)
+	proxy := `import os; print(os.environ.get("HTTPS_PROXY"))`
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython(proxy)), answerFromTool(t), // the allowlist conversation
+		llmtest.Fixed(llmtest.RunPython(proxy)), answerFromTool(t), // resumed in the chat
+		llmtest.Fixed(llmtest.RunPython(proxy)), answerFromTool(t)) // the /new one
+	env := serverEnv(s)
+	env["XDG_DATA_HOME"] = home
+	first := terp(t, env, "", "ask", "--json", "--network", "allowlist", "--network-allow", "example.org", "--model", "stored-model", "one")
+	stored := askJSONOf(t, first)
+	if first.code != 0 {
+		t.Fatalf("first: exit %d\n%s", first.code, first.stderr)
+	}
+	// The chat's own model is the default: TERP_MODEL would be the
+	// user's choice for every conversation, the resumed one's too.
+	delete(env, "TERP_MODEL")
+	chat := terp(t, env, "/resume "+stored.ConversationID+"\ntwo\n/new\nthree\n", "chat")
+	if chat.code != 0 {
+		t.Fatalf("chat: exit %d\n%s%s", chat.code, chat.stdout, chat.stderr)
+	}
+	answers := strings.Split(strings.TrimSpace(chat.stdout), "\n")
+	if len(answers) != 2 || !strings.Contains(answers[0], "http://127.0.0.1:3128") || !strings.Contains(answers[1], "None") {
+		t.Errorf("the resumed conversation should reach the proxy and the new one should have no network; answers:\n%s\nstderr:\n%s", chat.stdout, chat.stderr)
+	}
+	reqs := s.Requests()
+	if got := reqs[2].Model; got != "stored-model" {
+		t.Errorf("the resumed conversation asked %q, want its own model stored-model", got)
+	}
+	if got := reqs[4].Model; got == "stored-model" {
+		t.Errorf("the /new conversation inherited the resumed one's model %q", got)
+	}
+	if desc := reqs[4].Tools[0].Function.Description; !strings.Contains(desc, "There is no network.") {
+		t.Errorf("the /new conversation's model is told:\n%s", desc)
+	}
+	st, err := store.Open(filepath.Join(home, "terp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := st.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Load(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest == stored.ConversationID || rec.Settings.Network == "allowlist" || rec.Settings.Model == "stored-model" {
+		t.Errorf("the /new conversation %s was stored with network %q and model %q", latest, rec.Settings.Network, rec.Settings.Model)
 	}
 }

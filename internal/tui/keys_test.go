@@ -315,3 +315,27 @@ func TestNoColor(t *testing.T) {
 		t.Errorf("with NO_COLOR the chart is not drawn in shades:\n%s", screen)
 	}
 }
+
+// A resumed conversation's model and step cap are its own: a /new after a
+// /resume starts with the chat's, and the user's /model still holds.
+func TestNewAfterResumeKeepsTheChatsSettings(t *testing.T) {
+	first, stored, fresh := newScripted(), newScripted(), newScripted()
+	first.info = Info{ID: "aaaaaaaaaaaa", Model: "chat-model", Sandbox: "local", MaxSteps: 8}
+	stored.info = Info{ID: "b1c2d3e4f5a6", Model: "stored-model", Sandbox: "local", MaxSteps: 5, Earlier: 3}
+	fresh.info = Info{ID: "cccccccccccc", Model: "chat-model", Sandbox: "local", MaxSteps: 8}
+	m := newTestModel(first, 80, 24, termenv.ANSI256, HalfBlock)
+	m.resume = func(context.Context, string) (Conversation, error) { return stored, nil }
+	m.open = func(context.Context) (Conversation, error) { return fresh, nil }
+	m = drive(t, m, askKeys("/resume b1c2")...)
+	m = drive(t, m, askKeys("/new")...)
+	if m.conv != fresh {
+		t.Fatal("/new did not switch")
+	}
+	if got := fresh.info; got.Model != "chat-model" || got.MaxSteps != 8 {
+		t.Errorf("after /resume, /new started with model %q and %d steps; want the chat's chat-model and 8", got.Model, got.MaxSteps)
+	}
+	bar := ansi.Strip(m.status.bar(m.theme, 80))
+	if strings.Contains(bar, "stored-model") {
+		t.Errorf("status bar = %q, shows the resumed conversation's model", bar)
+	}
+}
