@@ -40,7 +40,7 @@ func newCmdChat(f *Factory) *cobra.Command {
 		Short: "Talk with the model about your data in an interactive terminal UI",
 		Long: `Chat opens a conversation with the model in a terminal UI: each question's
 steps show the code the model runs, its output and the charts it saves, and the
-answer is drawn as Markdown. The sandbox and the Python session last until you
+answer is drawn as Markdown. The sandbox and Python's variables last until you
 quit or type /new, so later questions can build on earlier ones.
 
 When stdin or stdout is not a terminal, chat reads one question per line from

@@ -25,7 +25,8 @@ func newCmdSessions(f *Factory) *cobra.Command {
 		Use:     "sessions <command>",
 		Aliases: []string{"session"},
 		Short:   "List, show and remove stored conversations",
-		Long: `Every conversation, from ask, chat or batch, is stored under
+		Long: `Sessions manages stored conversations (the command keeps its old name).
+Every conversation, from ask, chat or batch, is stored under
 $XDG_DATA_HOME/terp/conversations with its messages, settings and the files it
 uploaded, and its sandbox is paused between questions. Go on with one with
 "terp ask --continue" (the latest) or "terp ask --resume ID". An ID can be

@@ -46,7 +46,7 @@ type Conversation struct {
 	// Origin is the command that started it: ask, chat or batch.
 	Origin   string   `json:"origin"`
 	Settings Settings `json:"settings"`
-	// Sandbox names the backend and the session id that resumes it; the id
+	// Sandbox names the backend and the sandbox id that resumes it; the id
 	// is empty while the sandbox runs, or once it is gone.
 	Sandbox   SandboxRef    `json:"sandbox"`
 	Messages  []llm.Message `json:"messages"`
