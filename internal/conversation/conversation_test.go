@@ -76,7 +76,7 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// closeAll closes c when the test ends and fails it on any warning left.
+// closeQuietly closes c when the test ends and fails it on any warning left.
 func closeQuietly(t *testing.T, c *Conversation) {
 	t.Cleanup(func() {
 		if w := c.Close(context.Background()); len(w) > 0 {
@@ -367,7 +367,10 @@ func TestResumeReplacesALostSandbox(t *testing.T) {
 			}
 			return llmtest.RunPython("cat data.csv\ncat out.txt")
 		},
-		func(req llmtest.Request) llmtest.Reply { res, _ := req.ToolResult(); return llmtest.Answer(res.Stdout + "|" + res.Stderr) })
+		func(req llmtest.Request) llmtest.Reply {
+			res, _ := req.ToolResult()
+			return llmtest.Answer(res.Stdout + "|" + res.Stderr)
+		})
 	w := newWorld(t, s)
 	data := filepath.Join(t.TempDir(), "data.csv")
 	if err := os.WriteFile(data, []byte("a,b\n"), 0o644); err != nil {
