@@ -275,6 +275,18 @@ func TestAskBadInput(t *testing.T) {
 			stderrs: []string{`unknown command "aks"`},
 		},
 		{
+			name:    "missing argument",
+			args:    []string{"sessions", "show"},
+			code:    exitUsage,
+			stderrs: []string{"accepts 1 arg(s), received 0", "terp sessions show --help"},
+		},
+		{
+			name:    "extra argument",
+			args:    []string{"version", "now"},
+			code:    exitUsage,
+			stderrs: []string{`"now"`, "terp version --help"},
+		},
+		{
 			name:    "unreachable endpoint",
 			env:     map[string]string{"TERP_BASE_URL": deadURL},
 			args:    []string{"ask", "q"},

@@ -67,5 +67,24 @@ stays on infrastructure you control.`,
 	})
 	root.PersistentFlags().StringVar(&f.ConfigPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/terp/config.toml)")
 	root.AddCommand(newCmdAsk(f, nil), newCmdChat(f), newCmdSessions(f), newCmdConfig(f), newCmdDoctor(f), newCmdBatch(f, nil), newCmdVersion(f), newCmdSandbox(f))
+	argsAreUsage(root)
 	return root
+}
+
+// argsAreUsage makes a wrong number of arguments a usage error (exit 2),
+// with a pointer to the command's help, for every command: cobra's own
+// validators (cobra.ExactArgs and the like) return plain errors.
+func argsAreUsage(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			if err == nil || isUsage(err) {
+				return err
+			}
+			return usagef("%v; run '%s --help' for usage", err, c.CommandPath())
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		argsAreUsage(sub)
+	}
 }
