@@ -325,6 +325,10 @@ print(rows[i]["month"], growth[i - 1], round(100 * growth[i - 1] / rev[i - 1], 1
 			t.Errorf("stdout does not say %q:\n%s", w, r.stdout)
 		}
 	}
+	// A failure's reasons are told once, in the summary.
+	if n := strings.Count(r.stdout, "no number within 0.01 of 12.5"); n != 1 {
+		t.Errorf("stdout tells the reason %d times, want once:\n%s", n, r.stdout)
+	}
 }
 
 // TestBatchRunsCasesInParallelInTheirOwnSandboxes holds each case's first

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/terpdev/terp/internal/batch"
-	"github.com/terpdev/terp/internal/sanitize"
 )
 
 // batchDisplay shows a batch's progress. The runner never calls started and
@@ -60,12 +59,10 @@ func runLine(st styles, r batch.Result, withModel, withRun bool) string {
 	case batch.Errored:
 		verdict = st.err.Render("ERROR")
 	}
-	line := fmt.Sprintf("%s %s %s", verdict, batch.Label(r, withModel, withRun),
+	// The reasons of a run that did not pass are told once, in the
+	// summary's "Not passed" list.
+	return fmt.Sprintf("%s %s %s", verdict, batch.Label(r, withModel, withRun),
 		st.dim.Render(fmt.Sprintf("(%s, %s)", stepCount(r.Steps), r.Duration().Round(100*time.Millisecond))))
-	if len(r.Reasons) > 0 {
-		line += ": " + sanitize.Terminal(oneLine(strings.Join(r.Reasons, "; ")))
-	}
-	return line
 }
 
 // stepCount says "1 step" or "n steps".
