@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -352,6 +353,11 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 				for _, c := range rest {
 					a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID,
 						Content: mustJSON(toolError{Error: "not run to the end: " + err.Error()})})
+				}
+				// The step is whole now, so it is saved: a conversation
+				// continued later tells the model what the run printed.
+				if cerr := a.checkpoint(false); cerr != nil {
+					err = errors.Join(err, cerr)
 				}
 				if b.timeUp() {
 					return a.stopOverBudget(res, TimeBudget, b, send)

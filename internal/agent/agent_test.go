@@ -473,7 +473,9 @@ func TestCancelledRunTellsTheModelWhatItPrinted(t *testing.T) {
 				runner = k
 			}
 			model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
-			a := agent.New(model, sbx, runner, agent.Config{Model: "m", Timeout: time.Minute, ExecMode: mode})
+			var saved []llm.Message
+			a := agent.New(model, sbx, runner, agent.Config{Model: "m", Timeout: time.Minute, ExecMode: mode,
+				Checkpoint: func(c agent.Checkpoint) error { saved = c.Messages; return nil }})
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -507,6 +509,11 @@ func TestCancelledRunTellsTheModelWhatItPrinted(t *testing.T) {
 			}
 			if out == nil || !strings.HasPrefix(out.Stopped, "cancelled by the user after ") || out.Stdout != "partial result 41\n" {
 				t.Errorf("ToolOutput = %+v, want it stopped by the user with the output so far", out)
+			}
+
+			// The step is saved, for a conversation continued later.
+			if last := saved[len(saved)-1]; last.Role != llm.RoleTool || !strings.HasPrefix(last.Content, "cancelled by the user after ") {
+				t.Errorf("the last message saved is %+v, want the cancelled run's", last)
 			}
 
 			res, err = a.Ask(context.Background(), "what did you get?", nil)
