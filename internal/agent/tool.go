@@ -141,7 +141,7 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 	run, err := a.runner.Run(live, code, a.cfg.Timeout)
 	if err != nil {
 		if ctx.Err() != nil {
-			return a.stoppedRun(ctx, step, call, run, send), fmt.Errorf("run the code: %w", err)
+			return stoppedRun(ctx, step, call, run, send), fmt.Errorf("run the code: %w", err)
 		}
 		return callOutcome{}, fmt.Errorf("run the code: %w", err)
 	}
@@ -186,7 +186,7 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 // then is kept, on the screen and for the model, which would otherwise
 // never learn how far its code got; the tool message is plain text, cut
 // like other output when the context fills.
-func (a *Agent) stoppedRun(ctx context.Context, step int, call llm.ToolCall, run kernel.Result, send func(Event)) callOutcome {
+func stoppedRun(ctx context.Context, step int, call llm.ToolCall, run kernel.Result, send func(Event)) callOutcome {
 	who := "cancelled by the user"
 	if errors.Is(context.Cause(ctx), errTimeBudget) {
 		who = "stopped at the time budget"

@@ -93,8 +93,3 @@ func (t *Tail) Last(n int) []TailLine {
 	}
 	return lines
 }
-
-// Empty reports whether nothing was printed yet.
-func (t *Tail) Empty() bool {
-	return len(t.done) == 0 && len(t.partial[0].text) == 0 && len(t.partial[1].text) == 0
-}
