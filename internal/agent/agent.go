@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -217,8 +218,11 @@ func (a *Agent) Upload(ctx context.Context, name string, r io.Reader) error {
 }
 
 // Ask runs one turn: question in, answer (or a stop reason) out. send receives
-// the turn's events; it may be nil. The returned error is set when the turn
-// ended in error or was cancelled; Result is filled in either way.
+// the turn's events; it may be nil. It is never called twice at once, but
+// OutputDelta events come from another goroutine than the rest (the
+// runner's), while the code runs: send must not wait long for them. The
+// returned error is set when the turn ended in error or was cancelled;
+// Result is filled in either way.
 func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Result, error) {
 	if send == nil {
 		send = func(Event) {}
@@ -346,10 +350,21 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			out, err := a.runCall(ctx, step, call, send)
 			if err != nil {
 				// Every call gets a tool message, or the history a chat
-				// goes on with after Ctrl+C is one servers reject.
-				for _, c := range reply.ToolCalls[i:] {
+				// goes on with after Ctrl+C is one servers reject. The
+				// call that was running says what it printed.
+				rest := reply.ToolCalls[i:]
+				if out.content != "" {
+					a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: out.content})
+					rest = rest[1:]
+				}
+				for _, c := range rest {
 					a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID,
 						Content: mustJSON(toolError{Error: "not run to the end: " + err.Error()})})
+				}
+				// The step is whole now, so it is saved: a conversation
+				// continued later tells the model what the run printed.
+				if cerr := a.checkpoint(false); cerr != nil {
+					err = errors.Join(err, cerr)
 				}
 				if b.timeUp() {
 					return a.stopOverBudget(res, TimeBudget, b, send)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -442,4 +444,98 @@ func TestUnansweredTurnsKeepTheHistoryAlternating(t *testing.T) {
 			t.Fatalf("Ask after Restore = %+v, %v", res, err)
 		}
 	})
+}
+
+// A run cancelled by the user ends with what it printed: the screen keeps
+// it (ToolOutput), and the model reads it, with how long the run took, when
+// the conversation goes on. In kernel mode the output also arrives while the
+// code runs, and here it is what the user "sees" before pressing Ctrl+C.
+func TestCancelledRunTellsTheModelWhatItPrinted(t *testing.T) {
+	const code = "import time\nprint('partial result 41', flush=True)\n" +
+		"open('/work/started', 'w').close()\ntime.sleep(300)"
+	for _, mode := range []kernel.Mode{kernel.ModeKernel, kernel.ModeScript} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := llmtest.New(t,
+				llmtest.Fixed(llmtest.RunPython(code)),
+				func(req llmtest.Request) llmtest.Reply {
+					alternates(t, req)
+					// The model answers from what it was told.
+					return llmtest.Answer(req.LastTool())
+				})
+			sbx := newSandbox(t)
+			var runner kernel.Runner = kernel.NewScript(sbx, 4000, 2000)
+			if mode == kernel.ModeKernel {
+				k, err := kernel.Start(context.Background(), sbx, kernel.Options{MaxStdout: 4000, MaxStderr: 2000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = k.Close() })
+				runner = k
+			}
+			model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
+			var saved []llm.Message
+			a := agent.New(model, sbx, runner, agent.Config{Model: "m", Timeout: time.Minute, ExecMode: mode,
+				Checkpoint: func(c agent.Checkpoint) error { saved = c.Messages; return nil }})
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var mu sync.Mutex
+			var c collect
+			send := func(e agent.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				c.send(e)
+				switch e := e.(type) {
+				case agent.OutputDelta:
+					if strings.Contains(e.Text, "partial result 41") {
+						cancel() // the user saw it and pressed Ctrl+C
+					}
+				case agent.ToolCall:
+					if mode == kernel.ModeScript {
+						// No live output: cancel once the code got as far.
+						go waitForFile(ctx, sbx, "/work/started", cancel)
+					}
+				}
+			}
+			res, err := a.Ask(ctx, "compute it", send)
+			if !errors.Is(err, context.Canceled) || res.StopReason != agent.Cancelled {
+				t.Fatalf("Ask = %+v, %v; want cancelled", res, err)
+			}
+			var out *agent.ToolOutput
+			for _, e := range c.events {
+				if o, ok := e.(agent.ToolOutput); ok {
+					out = &o
+				}
+			}
+			if out == nil || !strings.HasPrefix(out.Stopped, "cancelled by the user after ") || out.Stdout != "partial result 41\n" {
+				t.Errorf("ToolOutput = %+v, want it stopped by the user with the output so far", out)
+			}
+
+			// The step is saved, for a conversation continued later.
+			if last := saved[len(saved)-1]; last.Role != llm.RoleTool || !strings.HasPrefix(last.Content, "cancelled by the user after ") {
+				t.Errorf("the last message saved is %+v, want the cancelled run's", last)
+			}
+
+			res, err = a.Ask(context.Background(), "what did you get?", nil)
+			if err != nil {
+				t.Fatalf("Ask after the cancel = %+v, %v", res, err)
+			}
+			told := regexp.MustCompile(`^cancelled by the user after [0-9]+\.[0-9] s; output so far:\npartial result 41(\n|$)`)
+			if !told.MatchString(res.Answer) {
+				t.Errorf("the model was told %q, want the cancel with its time and the output so far", res.Answer)
+			}
+		})
+	}
+}
+
+// waitForFile calls then once path exists in sbx, unless ctx ends first.
+func waitForFile(ctx context.Context, sbx sandbox.Sandbox, path string, then func()) {
+	for ctx.Err() == nil {
+		if rc, err := sbx.ReadFile(ctx, path); err == nil {
+			rc.Close()
+			then()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -36,6 +36,19 @@ type ToolCall struct {
 	Code string
 }
 
+// OutputDelta is a piece of what the running code printed, as it prints it,
+// for a live view of a long run. Deltas may be dropped when the consumer is
+// slow; ToolOutput carries the whole output. In script mode there are none.
+type OutputDelta struct {
+	Step int
+	ID   string // the ToolCall's
+	// Stream is "stdout" or "stderr".
+	Stream string
+	// Text may end inside a line, or inside a UTF-8 character that the
+	// next delta completes.
+	Text string
+}
+
 // ToolOutput is the result of one tool call, as sent back to the model.
 type ToolOutput struct {
 	Step     int
@@ -47,6 +60,10 @@ type ToolOutput struct {
 	// Notice tells what happened to the session (a timeout, a crash,
 	// variables lost), as the model is told.
 	Notice string
+	// Stopped is set when the turn ended while the code ran, and says why
+	// and when, as the model is told: "cancelled by the user after 4.0 s".
+	// Stdout and Stderr are then what the code printed until it stopped.
+	Stopped string
 	// Error is set when the call could not run at all (bad arguments, an
 	// unknown tool, a sandbox failure); the model is told the same text.
 	Error    string
@@ -78,6 +95,7 @@ func (StepStarted) isEvent()    {}
 func (TextDelta) isEvent()      {}
 func (ReasoningDelta) isEvent() {}
 func (ToolCall) isEvent()       {}
+func (OutputDelta) isEvent()    {}
 func (ToolOutput) isEvent()     {}
 func (FileSaved) isEvent()      {}
 func (UsageUpdated) isEvent()   {}
@@ -85,21 +103,22 @@ func (Answer) isEvent()         {}
 func (Failed) isEvent()         {}
 func (Notice) isEvent()         {}
 
-// lossy reports whether a slow consumer may miss e. Token deltas are many
-// and small: the answer comes whole in Answer, and the reasoning is only a
-// glimpse of the model at work, so a consumer that falls behind loses part of
-// the animation and nothing else. Any other event is something a user, a log
-// or a stored transcript would miss.
+// lossy reports whether a slow consumer may miss e. Deltas are many and
+// small, and each is only a glimpse of work in progress: the answer comes
+// whole in Answer, the code's output whole in ToolOutput, and the reasoning
+// is never needed again, so a consumer that falls behind loses part of the
+// animation and nothing else. Any other event is something a user, a log or
+// a stored transcript would miss.
 func lossy(e Event) bool {
 	switch e.(type) {
-	case TextDelta, ReasoningDelta:
+	case TextDelta, ReasoningDelta, OutputDelta:
 		return true
 	}
 	return false
 }
 
 // Publish sends e to b's subscribers by the one rule every front-end shares:
-// token deltas are dropped when a subscriber is full, every other event waits
+// deltas are dropped when a subscriber is full, every other event waits
 // for it, until ctx ends. It is the only place that decides which events may
 // be lost; consumers subscribe to b and read what arrives.
 func Publish(ctx context.Context, b *pubsub.Broker[Event], e Event) {

@@ -14,7 +14,7 @@ import (
 )
 
 // TestPublishRule checks the one rule for every event a turn sends to a
-// consumer that is not reading: token deltas are dropped at once, every other
+// consumer that is not reading: deltas are dropped at once, every other
 // event waits until the consumer takes it.
 func TestPublishRule(t *testing.T) {
 	tests := []struct {
@@ -25,6 +25,7 @@ func TestPublishRule(t *testing.T) {
 		{agent.ReasoningDelta{Text: "hmm"}, true},
 		{agent.StepStarted{Step: 1, MaxSteps: 8}, false},
 		{agent.ToolCall{Step: 1, ID: "c1", Name: "run_python", Code: "print(1)"}, false},
+		{agent.OutputDelta{Step: 1, ID: "c1", Stream: "stdout", Text: "1\n"}, true},
 		{agent.ToolOutput{Step: 1, ID: "c1", Stdout: "1\n"}, false},
 		{agent.FileSaved{Path: "chart.png", Bytes: 10}, false},
 		{agent.UsageUpdated{Usage: llm.Usage{TotalTokens: 3}}, false},

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -123,7 +124,9 @@ func mustJSON(v any) string {
 
 // runCall answers one tool call. Problems the model caused (an unknown tool,
 // bad arguments) become a tool message it can recover from; only a failing
-// sandbox or a cancelled context is returned as an error.
+// sandbox or a cancelled context is returned as an error. A run that ctx cut
+// short comes with its error and a tool message that tells what it printed
+// (see stoppedRun); otherwise the outcome is empty.
 func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send func(Event)) (callOutcome, error) {
 	code, problem := parseCall(call)
 	send(ToolCall{Step: step, ID: call.ID, Name: call.Name, Code: code})
@@ -132,8 +135,14 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 		return callOutcome{content: mustJSON(toolError{Error: problem})}, nil
 	}
 
-	run, err := a.runner.Run(ctx, code, a.cfg.Timeout)
+	live := kernel.WithOutput(ctx, func(o kernel.Output) {
+		send(OutputDelta{Step: step, ID: call.ID, Stream: o.Stream, Text: o.Text})
+	})
+	run, err := a.runner.Run(live, code, a.cfg.Timeout)
 	if err != nil {
+		if ctx.Err() != nil {
+			return stoppedRun(ctx, step, call, run, send), fmt.Errorf("run the code: %w", err)
+		}
 		return callOutcome{}, fmt.Errorf("run the code: %w", err)
 	}
 	var saved []sandbox.FileInfo
@@ -170,6 +179,41 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 			commas(len(saved)), commas(len(res.Files))))
 	}
 	return callOutcome{content: mustJSON(res), saved: saved}, nil
+}
+
+// stoppedRun is the outcome of a run that the turn's end cut short: the
+// user pressed Ctrl+C, or the time budget ran out. What it printed until
+// then is kept, on the screen and for the model, which would otherwise
+// never learn how far its code got; the tool message is plain text, cut
+// like other output when the context fills.
+func stoppedRun(ctx context.Context, step int, call llm.ToolCall, run kernel.Result, send func(Event)) callOutcome {
+	who := "cancelled by the user"
+	if errors.Is(context.Cause(ctx), errTimeBudget) {
+		who = "stopped at the time budget"
+	}
+	why := fmt.Sprintf("%s after %.1f s", who, run.Duration.Seconds())
+	send(ToolOutput{
+		Step: step, ID: call.ID, ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr,
+		Notice: run.Notice, Stopped: why, Duration: run.Duration,
+	})
+	var b strings.Builder
+	b.WriteString(why)
+	if run.Stdout == "" && run.Stderr == "" {
+		b.WriteString("; no output so far")
+	} else {
+		b.WriteString("; output so far:\n")
+		b.WriteString(run.Stdout)
+		if run.Stderr != "" {
+			if run.Stdout != "" && !strings.HasSuffix(run.Stdout, "\n") {
+				b.WriteString("\n")
+			}
+			b.WriteString("stderr:\n" + run.Stderr)
+		}
+	}
+	if run.Notice != "" {
+		b.WriteString("\n" + run.Notice)
+	}
+	return callOutcome{content: b.String()}
 }
 
 // parseCall extracts the code from a call, or says what was wrong in words

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -202,9 +201,10 @@ func runTurn(ctx context.Context, f *Factory, a asker, question string, show boo
 	stay := context.WithoutCancel(ctx)
 	sub := events.Subscribe(stay)
 	done := make(chan struct{})
-	p := &progress{w: f.IO.ErrOut, styles: newStyles(lipgloss.NewRenderer(f.IO.ErrOut))}
+	p := newProgress(f.IO.ErrOut)
 	go func() {
 		defer close(done)
+		defer p.close()
 		for e := range sub {
 			if show {
 				p.handle(e)

@@ -256,7 +256,7 @@ func TestChatInTmux(t *testing.T) {
 	}
 	tm.waitFor("the code to run", 30*time.Second, "time.sleep(300)", "Running")
 	tm.keys("", "C-c")
-	tm.waitFor("the run to be cancelled", 30*time.Second, "Cancelled", "■ stopped")
+	tm.waitFor("the run to be cancelled", 30*time.Second, "Cancelled", "■ cancelled by the user after", "KeyboardInterrupt")
 
 	tm.keys("Are you there?", "Enter")
 	tm.waitFor("the answer after the interrupt", 30*time.Second, "Still here after the interrupt.")

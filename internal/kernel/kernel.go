@@ -117,7 +117,8 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 // Options.Grace the session survives, otherwise the worker is killed and
 // replaced. When ctx ends the run is stopped the same way and ctx's error is
 // returned with what the run printed. Result.Duration includes the wait for
-// start-up.
+// start-up. Under WithOutput the output is reported as the worker forwards
+// it, chunk by chunk.
 func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
 	k.runMu.Lock()
 	defer k.runMu.Unlock()
@@ -241,8 +242,11 @@ func (k *Kernel) runOn(ctx context.Context, w *worker, code string, timeout time
 		nonce: newNonce(),
 		out:   sandbox.NewCapture(k.opt.MaxStdout),
 		err:   sandbox.NewCapture(k.opt.MaxStderr),
+		live:  startFeed(outputFunc(ctx)),
 		done:  make(chan doneMsg, 1),
 	}
+	// WithOutput's function is never called once Run has returned.
+	defer s.live.stop()
 	w.begin(s)
 	defer w.end()
 

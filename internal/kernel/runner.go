@@ -25,7 +25,10 @@ const (
 type Runner interface {
 	// Run runs code with a time limit. A failure of the code (an exception,
 	// a timeout, a crash of the interpreter) is reported in Result; the
-	// error is for the sandbox failing or ctx ending.
+	// error is for the sandbox failing or ctx ending. When ctx ends while
+	// the code runs, the run is stopped, the error wraps ctx's, and Result
+	// still holds what the code printed until then and how long it ran.
+	// A ctx made by WithOutput gets the output as it is printed.
 	Run(ctx context.Context, code string, timeout time.Duration) (Result, error)
 	// Close stops whatever the runner keeps running.
 	Close() error

@@ -40,6 +40,9 @@ var pythonEnv = []string{"MPLCONFIGDIR=" + path.Join(sandbox.WorkDir, InternalDi
 var scriptPath = path.Join(sandbox.WorkDir, InternalDir, "main.py")
 
 // Run writes code to /work/.terp/main.py and runs it with python3 in /work.
+// The output comes at the end, in Result, even under WithOutput: the
+// sandbox's Exec hands it over only then. Kernel mode, the default, is the
+// one that shows a long run's output as it goes.
 func (s *Script) Run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
 	if err := writeInternal(ctx, s.sbx, scriptPath, code); err != nil {
 		return Result{}, fmt.Errorf("write the script: %w", err)
@@ -55,7 +58,9 @@ func (s *Script) Run(ctx context.Context, code string, timeout time.Duration) (R
 		MaxStderr: s.maxStderr,
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("run the code: %w", err)
+		// A run cut short by ctx still tells what it printed.
+		return Result{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, Duration: run.Duration},
+			fmt.Errorf("run the code: %w", err)
 	}
 	res := Result{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, TimedOut: run.TimedOut, Duration: run.Duration}
 	if run.TimedOut {

@@ -59,8 +59,22 @@ type worker struct {
 type runSink struct {
 	nonce    string
 	out, err *sandbox.Capture
+	live     *feed        // the run's WithOutput function; nil if none
 	done     chan doneMsg // buffered, receives the run's done frame
 	finished bool         // done arrived; later frames are stray
+}
+
+// writer is where the payload of an out or err frame goes: the run's
+// capture, and its WithOutput function if it has one.
+func (s *runSink) writer(kind string) io.Writer {
+	c, stream := s.out, Stdout
+	if kind == kindErr {
+		c, stream = s.err, Stderr
+	}
+	if s.live == nil {
+		return c
+	}
+	return io.MultiWriter(c, feedWriter{f: s.live, stream: stream})
 }
 
 // startWorker writes the worker's source and starts it. It returns at once:
@@ -173,7 +187,7 @@ func (w *worker) dispatch(fr *frameReader) error {
 }
 
 // output returns where an out or err frame's payload goes: the current
-// run's capture.
+// run's capture and live feed.
 func (w *worker) output(h frameHeader) (io.Writer, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -181,10 +195,7 @@ func (w *worker) output(h frameHeader) (io.Writer, error) {
 	if s == nil || s.finished || s.nonce != h.nonce {
 		return nil, stray(h)
 	}
-	if h.kind == kindOut {
-		return s.out, nil
-	}
-	return s.err, nil
+	return s.writer(h.kind), nil
 }
 
 // stray is the error for a frame that belongs to no run in progress. The

@@ -175,6 +175,39 @@ func drive(t *testing.T, m Model, msgs ...tea.Msg) Model {
 	return m
 }
 
+// driveRunning is drive for a screen in the middle of a turn: it delivers
+// every event of the scripted turn but not its end, and no spinner ticks,
+// which would go on for as long as the turn runs.
+func driveRunning(t *testing.T, m Model, msgs ...tea.Msg) Model {
+	t.Helper()
+	var queue []tea.Cmd
+	deliver := func(msg tea.Msg) {
+		switch msg := msg.(type) {
+		case nil, tea.QuitMsg, tickMsg, turnDoneMsg:
+		case tea.BatchMsg:
+			queue = append(queue, msg...)
+		default:
+			next, cmd := m.Update(msg)
+			m = next.(Model)
+			queue = append(queue, cmd)
+		}
+	}
+	for _, msg := range msgs {
+		deliver(msg)
+	}
+	for len(queue) > 0 {
+		cmd := queue[0]
+		queue = queue[1:]
+		if cmd != nil {
+			deliver(cmd())
+		}
+	}
+	if m.job == nil {
+		t.Fatal("the turn is over")
+	}
+	return m
+}
+
 // typeText returns the key presses that type s.
 func typeText(s string) []tea.Msg {
 	var msgs []tea.Msg

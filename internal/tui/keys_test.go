@@ -24,7 +24,8 @@ func TestCtrlCCancelsTheTurnAndTheChatGoesOn(t *testing.T) {
 	cancelled := make(chan struct{})
 	sleeping := func(ctx context.Context, send func(agent.Event)) (Turn, error) {
 		send(agent.StepStarted{Step: 1, MaxSteps: 8})
-		send(agent.ToolCall{Step: 1, Code: "import time\ntime.sleep(300)"})
+		send(agent.ToolCall{Step: 1, Code: "import time\nprint('napping')\ntime.sleep(300)"})
+		send(agent.OutputDelta{Step: 1, Stream: "stdout", Text: "napping\n"})
 		<-ctx.Done()
 		close(cancelled)
 		return Turn{Result: agent.Result{StopReason: agent.Cancelled, Steps: 1}}, ctx.Err()
@@ -34,11 +35,14 @@ func TestCtrlCCancelsTheTurnAndTheChatGoesOn(t *testing.T) {
 	l := startLive(t, newTestModel(conv, 80, 24, termenv.ANSI256, HalfBlock))
 
 	l.send(askKeys("sleep for five minutes")...)
-	l.waitFor(t, "the code to run", func(s string, _ bool) bool { return strings.Contains(s, "Running") })
+	l.waitFor(t, "the code to run", func(s string, _ bool) bool {
+		return strings.Contains(s, "Running") && strings.Contains(s, "\n    napping")
+	})
 	l.send(ctrlC)
 	<-cancelled
 	screen := l.waitFor(t, "the turn to end", func(_ string, busy bool) bool { return !busy })
-	for _, want := range []string{"time.sleep(300)", "■ stopped", "Cancelled"} {
+	// What the code printed stays, even though no result came.
+	for _, want := range []string{"time.sleep(300)", "\n    napping", "■ stopped", "Cancelled"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("after ctrl+c the screen does not show %q:\n%s", want, screen)
 		}

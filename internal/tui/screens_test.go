@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -243,6 +244,89 @@ func TestScreenFoldedOutput(t *testing.T) {
 	for _, want := range []string{"x30 = 30", "row 1\n", "12345 bytes omitted", "total: 42"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("unfolded screen lacks %q:\n%s", want, plain)
+		}
+	}
+}
+
+// runningTurn runs code that prints a few lines, a progress bar and a
+// warning, and is still running.
+func runningTurn() turnFunc {
+	events := []agent.Event{
+		agent.StepStarted{Step: 1, MaxSteps: 8},
+		agent.ToolCall{Step: 1, ID: "call_1", Name: "run_python", Code: "for epoch in range(10):\n    train(epoch)"},
+	}
+	for i := 1; i <= 7; i++ {
+		events = append(events, agent.OutputDelta{Step: 1, ID: "call_1", Stream: "stdout", Text: fmt.Sprintf("epoch %d loss %.2f\n", i, 1/float64(i))})
+	}
+	events = append(events,
+		agent.OutputDelta{Step: 1, ID: "call_1", Stream: "stderr", Text: "UserWarning: slow\n"},
+		agent.OutputDelta{Step: 1, ID: "call_1", Stream: "stderr", Text: "\r 10%|#"},
+		agent.OutputDelta{Step: 1, ID: "call_1", Stream: "stderr", Text: "\r 40%|####"},
+	)
+	return play(Turn{}, nil, events...)
+}
+
+// TestScreenRunningStep shows the last lines of the output of code that is
+// still running, under its code and above the time it has run.
+func TestScreenRunningStep(t *testing.T) {
+	m := newTestModel(newScripted(runningTurn()), 80, 24, termenv.ANSI256, HalfBlock)
+	m = driveRunning(t, m, askKeys("Train the model")...)
+	view := m.View()
+	golden(t, "running.golden", view)
+	plain := ansi.Strip(view)
+	for _, want := range []string{"epoch 4 loss 0.25", "epoch 7 loss 0.14", "UserWarning: slow", " 40%|####", "Running"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("the running step lacks %q:\n%s", want, plain)
+		}
+	}
+	for _, gone := range []string{"epoch 3 loss", " 10%"} {
+		if strings.Contains(plain, gone) {
+			t.Errorf("the running step still shows %q:\n%s", gone, plain)
+		}
+	}
+}
+
+// TestScreenCancelledRun keeps what the code printed before the user
+// cancelled it, and says when it stopped.
+func TestScreenCancelledRun(t *testing.T) {
+	conv := newScripted(play(Turn{Result: agent.Result{StopReason: agent.Cancelled, Steps: 1}}, context.Canceled,
+		agent.StepStarted{Step: 1, MaxSteps: 8},
+		agent.ToolCall{Step: 1, ID: "call_1", Name: "run_python", Code: "for epoch in range(10):\n    train(epoch)"},
+		agent.OutputDelta{Step: 1, ID: "call_1", Stream: "stdout", Text: "epoch 1 loss 1.00\n"},
+		agent.ToolOutput{Step: 1, ID: "call_1", ExitCode: 1, Stdout: "epoch 1 loss 1.00\nepoch 2 loss 0.50\n",
+			Stderr: "KeyboardInterrupt\n", Stopped: "cancelled by the user after 4.0 s", Duration: 4 * time.Second},
+	))
+	m := newTestModel(conv, 80, 24, termenv.ANSI256, HalfBlock)
+	m = drive(t, m, askKeys("Train the model")...)
+	plain := ansi.Strip(m.View())
+	for _, want := range []string{"■ cancelled by the user after 4.0 s", "epoch 1 loss 1.00", "epoch 2 loss 0.50", "KeyboardInterrupt", "Cancelled."} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("the cancelled step lacks %q:\n%s", want, plain)
+		}
+	}
+	if strings.Contains(plain, "exit 1") {
+		t.Errorf("the cancelled step reports an exit code:\n%s", plain)
+	}
+}
+
+// TestLiveOutputIsNeutralized prints escape sequences from code that is
+// still running: none may reach the terminal.
+func TestLiveOutputIsNeutralized(t *testing.T) {
+	evil := "\x1b]52;c;cHduZWQ=\x07\x1b]0;owned\x1b\\\x1b[2J\x9b31m"
+	conv := newScripted(play(Turn{}, nil,
+		agent.StepStarted{Step: 1, MaxSteps: 8},
+		agent.ToolCall{Step: 1, ID: "call_1", Name: "run_python", Code: "print(evil)"},
+		agent.OutputDelta{Step: 1, ID: "call_1", Stream: "stdout", Text: "out " + evil + "\n"},
+		agent.OutputDelta{Step: 1, ID: "call_1", Stream: "stderr", Text: "err " + evil},
+	))
+	m := driveRunning(t, newTestModel(conv, 100, 40, termenv.TrueColor, HalfBlock), askKeys("go")...)
+	screen := m.View()
+	if bad := foreignEscapes(screen); len(bad) > 0 {
+		t.Errorf("escape sequences from the running code reach the terminal: %v", bad)
+	}
+	for _, shown := range []string{"out ^[]52;c;cHduZWQ=", "err ^[]52"} {
+		if !strings.Contains(stripStyles(screen), shown) {
+			t.Errorf("the neutralized text %q is not shown:\n%s", shown, stripStyles(screen))
 		}
 	}
 }

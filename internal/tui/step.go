@@ -36,7 +36,10 @@ type step struct {
 type call struct {
 	code    string
 	started time.Time
-	out     *agent.ToolOutput
+	// live is what the code printed so far, shown until out arrives, and
+	// after it if it never does.
+	live Tail
+	out  *agent.ToolOutput
 	// stopped is set when the turn ended before the run did.
 	stopped bool
 	files   []*savedFile
@@ -62,6 +65,10 @@ const (
 	outputLines = 20
 	codeLines   = 20
 )
+
+// liveLines is how much of the output of code still running shows: enough
+// to see it move, little enough that the step does not jump about.
+const liveLines = 6
 
 func (s *step) render(rc *renderContext) block {
 	t := rc.theme
@@ -145,6 +152,7 @@ func (c *call) render(b *block, rc *renderContext, running bool) {
 		}
 	}
 	if c.out == nil {
+		c.renderLive(b, rc)
 		switch {
 		case running:
 			b.add("  " + rc.waiting("Running", c.started))
@@ -165,6 +173,8 @@ func (c *call) render(b *block, rc *renderContext, running bool) {
 	}
 	took := " · " + durationText(o.Duration)
 	switch {
+	case o.Stopped != "":
+		b.add("  " + t.notice.Render("■ "+o.Stopped))
 	case o.TimedOut:
 		b.add("  " + t.failed.Render(fmt.Sprintf("✗ timed out · exit %d%s", o.ExitCode, took)))
 	case o.ExitCode != 0:
@@ -181,6 +191,20 @@ func (c *call) render(b *block, rc *renderContext, running bool) {
 	}
 	for _, f := range c.files {
 		f.render(b, rc)
+	}
+}
+
+// renderLive draws the last lines the running code printed, one screen
+// line each.
+func (c *call) renderLive(b *block, rc *renderContext) {
+	t := rc.theme
+	for _, l := range c.live.Last(liveLines) {
+		st := t.stdout
+		if l.Stderr {
+			st = t.stderr
+		}
+		text := sanitize.Terminal(strings.ReplaceAll(l.Text, "\t", "    "))
+		b.add("    " + st.Render(ansi.Truncate(text, rc.width-6, "…")))
 	}
 }
 

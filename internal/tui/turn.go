@@ -53,6 +53,10 @@ func (m *Model) event(e agent.Event) {
 		s.text += e.Text
 	case agent.ToolCall:
 		s.calls = append(s.calls, &call{code: e.Code, started: m.clock})
+	case agent.OutputDelta:
+		if c := lastCall(s); c != nil && c.out == nil {
+			c.live.Add(e)
+		}
 	case agent.ToolOutput:
 		if c := lastCall(s); c != nil {
 			out := e

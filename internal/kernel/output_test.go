@@ -1,0 +1,114 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestOutputArrivesWhileTheCodeRuns holds the code until the test has seen,
+// through WithOutput, what it printed first: a kernel that reported output
+// only at the end would never let it go on.
+func TestOutputArrivesWhileTheCodeRuns(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	k := startKernel(t, sbx, Options{})
+	var (
+		mu       sync.Mutex
+		out, err string
+		released bool
+	)
+	ctx := WithOutput(context.Background(), func(o Output) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch o.Stream {
+		case Stdout:
+			out += o.Text
+		case Stderr:
+			err += o.Text
+		default:
+			t.Errorf("output on stream %q", o.Stream)
+		}
+		if !released && strings.Contains(out, "first\n") && strings.Contains(err, "warning\n") {
+			released = true
+			if err := sbx.WriteFile(context.Background(), "/work/go-on", strings.NewReader("")); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	code := "import os, sys, time\nprint('first')\nsys.stderr.write('warning\\n')\n" +
+		"deadline = time.time() + 60\n" +
+		"while not os.path.exists('/work/go-on'):\n" +
+		"    if time.time() > deadline:\n        sys.exit('nobody saw the first line')\n" +
+		"    time.sleep(0.01)\nprint('second')"
+	res, runErr := k.Run(ctx, code, 2*time.Minute)
+	if runErr != nil || res.ExitCode != 0 || res.Stdout != "first\nsecond\n" {
+		t.Fatalf("Run = %+v, %v; want the code released by the first line it printed", res, runErr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !released || !strings.HasPrefix(out, "first\n") {
+		t.Errorf("live output: stdout %q, stderr %q", out, err)
+	}
+}
+
+// TestStuckOutputConsumerDoesNotHoldUpTheCode keeps the output function
+// stuck in its first call until the code has printed far more than any pipe
+// holds (2 MB) and finished: the run must end with its output all the same.
+func TestStuckOutputConsumerDoesNotHoldUpTheCode(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	k := startKernel(t, sbx, Options{MaxStdout: 1 << 20})
+	var calls int
+	ctx := WithOutput(context.Background(), func(Output) {
+		calls++
+		if calls > 1 {
+			return
+		}
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if rc, err := sbx.ReadFile(context.Background(), "/work/finished"); err == nil {
+				rc.Close()
+				return
+			}
+		}
+		t.Error("the code never finished while the output function was stuck")
+	})
+	code := "for i in range(200000):\n    print('line', i)\nopen('/work/finished', 'w').close()\nprint('end')"
+	res, err := k.Run(ctx, code, 2*time.Minute)
+	if err != nil || res.ExitCode != 0 || !strings.HasSuffix(res.Stdout, "line 199999\nend\n") || !strings.HasPrefix(res.Stdout, "line 0\n") {
+		t.Fatalf("Run = exit %d, %d bytes of stdout, %v; want the whole output", res.ExitCode, len(res.Stdout), err)
+	}
+	if calls == 0 {
+		t.Error("the output function was never called")
+	}
+}
+
+// TestScriptCancelKeepsTheOutput cancels a script mid-run: the error says
+// so, and the result still has what it printed and how long it ran.
+func TestScriptCancelKeepsTheOutput(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	s := NewScript(sbx, 4000, 2000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancelled once the code has printed and is sleeping.
+		for ctx.Err() == nil {
+			if rc, err := sbx.ReadFile(ctx, "/work/started"); err == nil {
+				_, _ = io.Copy(io.Discard, rc)
+				rc.Close()
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	res, err := s.Run(ctx, "import time\nprint('started', flush=True)\nopen('/work/started', 'w').close()\ntime.sleep(60)", 2*time.Minute)
+	if !errors.Is(err, context.Canceled) || res.Stdout != "started\n" || res.Duration <= 0 {
+		t.Fatalf("Run = %+v, %v; want cancelled with the output so far", res, err)
+	}
+}
