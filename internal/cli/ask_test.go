@@ -530,3 +530,18 @@ func TestAskOutNeverOverwrites(t *testing.T) {
 		t.Errorf("the first chart now holds %q", b)
 	}
 }
+
+// A server error that outlasts the retries is told once, as the command
+// ends, however many times it was retried.
+func TestAskServerErrorPrintedOnce(t *testing.T) {
+	const msg = "CUDA error: an illegal memory access was encountered"
+	var steps []llmtest.Step
+	for range 10 {
+		steps = append(steps, llmtest.Fixed(llmtest.Reply{Status: 500, Body: `{"error":{"message":"` + msg + `"}}`}))
+	}
+	s := llmtest.New(t, steps...)
+	r := terp(t, serverEnv(s), "", "ask", "q")
+	if r.code != exitError || strings.Count(r.stderr, msg) != 1 || len(s.Requests()) < 2 {
+		t.Errorf("exit %d after %d requests; want exit 1 and the error once:\n%s", r.code, len(s.Requests()), r.stderr)
+	}
+}

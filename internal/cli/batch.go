@@ -364,7 +364,7 @@ func (x *batchExec) run(ctx context.Context, run batch.Run) (out batch.Outcome) 
 		}
 		// A conversation in which nothing was said (the server refused the
 		// first request) is not kept; do not point to it.
-		if _, err := x.svc.Store().Load(out.ConversationID); err != nil {
+		if !conv.Kept() {
 			out.ConversationID = ""
 		}
 	}()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -135,9 +136,9 @@ func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 		tea.WithAltScreen(),
 	).Run()
 	cancel()
-	id := convs.currentID()
+	last := convs.currentConversation()
 	printWarnings(f.IO.ErrOut, convs.close())
-	resumeHint(f, id)
+	resumeHint(f.IO.ErrOut, last)
 	switch {
 	case errors.Is(err, tea.ErrInterrupted), ctx.Err() != nil:
 		return context.Canceled
@@ -206,14 +207,11 @@ func (c *chatConversations) switchTo(conv *conversation.Conversation, err error)
 	return conv, nil
 }
 
-// currentID is the id of the chat's conversation, "" before the first.
-func (c *chatConversations) currentID() string {
+// currentConversation is the chat's conversation, nil before the first.
+func (c *chatConversations) currentConversation() *conversation.Conversation {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.current == nil {
-		return ""
-	}
-	return c.current.ID
+	return c.current
 }
 
 // close closes the current conversation and returns every warning not yet
@@ -246,16 +244,9 @@ func listConversations(st *store.Store, width int) (string, error) {
 }
 
 // resumeHint tells the user leaving a chat how to come back to its
-// conversation, when it was kept (an empty one is not).
-func resumeHint(f *Factory, id string) {
-	if id == "" {
-		return
-	}
-	st, err := f.Store()
-	if err != nil {
-		return
-	}
-	if _, err := st.Load(id); err == nil {
-		fmt.Fprintf(f.IO.ErrOut, "conversation %s is kept: terp chat --resume %s goes on with it\n", id, id)
+// conversation, once closed, when it was kept (an empty one is not).
+func resumeHint(w io.Writer, conv *conversation.Conversation) {
+	if conv != nil && conv.Kept() {
+		fmt.Fprintf(w, "conversation %s is kept: terp chat --resume %s goes on with it\n", conv.ID, conv.ID)
 	}
 }

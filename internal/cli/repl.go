@@ -52,7 +52,7 @@ func runREPL(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 	}
 	defer func() {
 		printWarnings(r.f.IO.ErrOut, r.conv.Close(ctx))
-		resumeHint(r.f, r.conv.ID)
+		resumeHint(r.f.IO.ErrOut, r.conv)
 	}()
 	r.warnings()
 	for _, p := range opts.files {

@@ -64,6 +64,8 @@ type Conversation struct {
 	// unsaved is why the last save failed; nil when the stored record is
 	// the conversation as it is.
 	unsaved error
+	// discarded is set when Close found nothing worth keeping.
+	discarded bool
 
 	// warnMu guards what the user is still to hear, and the running turn's
 	// send function, which hears it at once.
@@ -418,6 +420,7 @@ func (c *Conversation) Close(ctx context.Context) []string {
 			c.warn("removing the sandbox: " + err.Error())
 		}
 		_ = c.svc.store.Remove(c.ID)
+		c.discarded = true
 		c.release()
 		return c.Warnings()
 	}
@@ -441,6 +444,14 @@ func (c *Conversation) Close(ctx context.Context) []string {
 	}
 	c.release()
 	return c.Warnings()
+}
+
+// Kept reports whether the conversation is stored, to be resumed: after
+// Close, unless it held nothing of the user's.
+func (c *Conversation) Kept() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.discarded
 }
 
 // empty reports whether the conversation holds nothing of the user's: no

@@ -450,8 +450,8 @@ func TestOnlyAnEmptyConversationIsDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty.Close(ctx(t))
-	if _, err := w.store.Load(empty.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("an empty conversation was kept: %v", err)
+	if _, err := w.store.Load(empty.ID); !errors.Is(err, store.ErrNotFound) || empty.Kept() {
+		t.Errorf("an empty conversation was kept (Kept %v): %v", empty.Kept(), err)
 	}
 	failed, err := w.svc.Open(ctx(t), w.cfg, Options{Origin: "ask"})
 	if err != nil {
@@ -462,7 +462,7 @@ func TestOnlyAnEmptyConversationIsDiscarded(t *testing.T) {
 	}
 	failed.Close(ctx(t))
 	rec, err := w.store.Load(failed.ID)
-	if err != nil || rec.Title != "what was asked" {
+	if err != nil || rec.Title != "what was asked" || !failed.Kept() {
 		t.Errorf("the failed question's conversation: %+v, %v; want it kept with its question", rec, err)
 	}
 }
