@@ -9,7 +9,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
@@ -200,19 +202,37 @@ func (c *Conversation) Upload(ctx context.Context, p string) (string, error) {
 	if err := CheckUploads([]string{p}); err != nil {
 		return "", err
 	}
+	fh, err := os.Open(p)
+	if err != nil {
+		return "", inputErrorf("cannot upload %s: %v", p, unwrapPath(err))
+	}
+	defer fh.Close()
+	abs, _ := filepath.Abs(p)
+	return c.put(ctx, filepath.Base(p), abs, fh)
+}
+
+// Put writes r to /work/name as an upload of the user's, as Upload does a
+// host file: kept with the conversation, uploaded again if the sandbox is
+// lost. name is a plain file name.
+func (c *Conversation) Put(ctx context.Context, name string, r io.Reader) (string, error) {
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." || strings.HasPrefix(name, ".") {
+		return "", inputErrorf("cannot upload %q: give a plain file name, not a path or a hidden name", name)
+	}
+	return c.put(ctx, name, "", r)
+}
+
+// put keeps r as the upload name, recorded as from origin (a host path, or
+// "" when it came over the network), and writes it to /work.
+func (c *Conversation) put(ctx context.Context, name, origin string, r io.Reader) (string, error) {
 	if err := c.begin(ctx); err != nil {
 		return "", err
 	}
 	defer c.end()
-	name := filepath.Base(p)
 	kept := filepath.Join(c.svc.store.InputsDir(c.ID), name)
-	n, err := copyFile(p, kept)
-	if pe := (*os.PathError)(nil); errors.As(err, &pe) && pe.Path == p {
-		return "", inputErrorf("cannot upload %s: %v", p, pe.Err)
-	}
+	n, err := copyFile(r, kept)
 	if err != nil {
 		return "", fmt.Errorf("cannot upload %s: keeping a copy with the conversation failed (%w); free space in %s and upload it again",
-			p, err, c.svc.store.Dir())
+			name, err, c.svc.store.Dir())
 	}
 	fh, err := os.Open(kept)
 	if err != nil {
@@ -222,11 +242,57 @@ func (c *Conversation) Upload(ctx context.Context, p string) (string, error) {
 	if err := c.agent.Upload(ctx, name, fh); err != nil {
 		return "", err
 	}
-	abs, _ := filepath.Abs(p)
 	c.update(func(r *store.Conversation) {
-		r.Inputs = appendStored(r.Inputs, store.File{Name: name, Path: abs, Bytes: n})
+		r.Inputs = appendStored(r.Inputs, store.File{Name: name, Path: origin, Bytes: n})
 	})
 	return path.Join(sandbox.WorkDir, name), nil
+}
+
+// ReadFile opens the file name (relative to /work) in the sandbox.
+func (c *Conversation) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	rel, err := workPath(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer c.end()
+	return c.sbx.ReadFile(ctx, path.Join(sandbox.WorkDir, rel))
+}
+
+// RemoveFile deletes the file name (relative to /work) from the sandbox,
+// and from the uploads kept with the conversation.
+func (c *Conversation) RemoveFile(ctx context.Context, name string) error {
+	rel, err := workPath(name)
+	if err != nil {
+		return err
+	}
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
+	defer c.end()
+	res, err := c.sbx.Exec(ctx, []string{"rm", "-f", "--", path.Join(sandbox.WorkDir, rel)}, sandbox.ExecOptions{Timeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("remove /work/%s: %s", rel, strings.TrimSpace(res.Stderr))
+	}
+	c.update(func(r *store.Conversation) {
+		r.Inputs = slices.DeleteFunc(r.Inputs, func(f store.File) bool { return f.Name == rel })
+	})
+	_ = os.Remove(filepath.Join(c.svc.store.InputsDir(c.ID), rel))
+	return nil
+}
+
+// workPath is name as a path inside /work, refusing one that leaves it.
+func workPath(name string) (string, error) {
+	rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(name, sandbox.WorkDir+"/")), "/")
+	if rel == "" || rel == "." {
+		return "", inputErrorf("%q names no file in /work", name)
+	}
+	return rel, nil
 }
 
 // uploadInputs puts a conversation's kept uploads into a new sandbox.
@@ -245,15 +311,10 @@ func (c *Conversation) uploadInputs(ctx context.Context) error {
 	return nil
 }
 
-// copyFile copies src to dst, creating dst's directory. The copy is written
+// copyFile copies in to dst, creating dst's directory. The copy is written
 // beside dst and renamed over it, so a copy that fails (a full disk) leaves
 // an earlier upload of the same name whole.
-func copyFile(src, dst string) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
+func copyFile(in io.Reader, dst string) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return 0, err
 	}
@@ -297,7 +358,10 @@ func (c *Conversation) OutDir() string {
 
 // Download copies the file name (relative to /work) to the output directory.
 func (c *Conversation) Download(ctx context.Context, name string) (File, error) {
-	name = strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(name, sandbox.WorkDir+"/")), "/")
+	name, err := workPath(name)
+	if err != nil {
+		return File{}, err
+	}
 	files, err := c.download(ctx, []sandbox.FileInfo{{Path: name}})
 	if len(files) == 0 {
 		if err == nil {
@@ -382,4 +446,33 @@ func (c *Conversation) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
 		err = fmt.Errorf("/work holds more files than are listed: %w", err)
 	}
 	return agent.Visible(all), err
+}
+
+// History is the conversation as the model has it: every message of every
+// turn, code and output included.
+func (c *Conversation) History() []llm.Message {
+	c.turn.Lock()
+	defer c.turn.Unlock()
+	return c.agent.Messages()
+}
+
+// Rewind makes the next turn go on from messages, a history an earlier
+// History returned (nil starts afresh), with /work as it is now: for a
+// front-end whose client names the turn it continues (the Responses API's
+// previous_response_id), which need not be the last one.
+func (c *Conversation) Rewind(ctx context.Context, messages []llm.Message) error {
+	c.turn.Lock()
+	defer c.turn.Unlock()
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
+	defer c.end()
+	c.recMu.Lock()
+	usage, steps := c.rec.Usage, c.rec.Steps
+	c.recMu.Unlock()
+	if err := c.agent.Restore(ctx, messages, usage, steps); err != nil {
+		return err
+	}
+	c.update(func(r *store.Conversation) { r.Messages = slices.Clone(messages) })
+	return nil
 }

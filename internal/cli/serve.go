@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/serve"
+)
+
+// serveOptions holds everything `terp serve` needs, parsed from its flags.
+type serveOptions struct {
+	f        *Factory
+	flags    *pflag.FlagSet
+	listen   string
+	keysFile string
+	noAuth   bool
+}
+
+// serveConfigFlags are the run flags that make sense for a server: not
+// --out, since files stay in the containers.
+var serveConfigFlags = batchConfigFlags
+
+func newCmdServe(f *Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
+	opts := &serveOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--keys-file PATH | --no-auth]",
+		Short: "Serve the code interpreter as an OpenAI-compatible API for any open model",
+		Long: `Serve speaks the OpenAI API to its clients and runs the code interpreter for
+them: the Responses API with the code_interpreter tool, containers and files,
+in terp's sandboxes, with the model server terp is configured for (--base-url,
+--model) upstream. An app written for OpenAI's hosted code interpreter works
+against it by changing its base URL and key.
+
+Every request needs a bearer key: --keys-file names a file of "NAME KEY"
+lines (# starts a comment), or TERP_SERVE_KEY holds one key. A key sees only
+its own containers, files and responses. --no-auth is allowed on a loopback
+address only; serve refuses to listen elsewhere without keys. The key of the
+model server upstream stays on this machine.
+
+See docs/serve.md for every endpoint.`,
+		Example: `  TERP_SERVE_KEY=$(openssl rand -hex 16) terp serve --base-url http://localhost:8000/v1 --model qwen3-32b
+  terp serve --listen 0.0.0.0:8080 --keys-file /etc/terp/keys
+  terp serve --no-auth   # 127.0.0.1:8080, for one user on this machine`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.flags = cmd.Flags()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runServe(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fl.StringVar(&opts.keysFile, "keys-file", "", "file of `PATH` with one \"NAME KEY\" per line: the keys clients may send")
+	fl.BoolVar(&opts.noAuth, "no-auth", false, "accept requests without a key (loopback addresses only)")
+	addConfigFlags(cmd, serveConfigFlags...)
+	return cmd
+}
+
+// serveKeys are the keys a server accepts, from --keys-file or
+// TERP_SERVE_KEY, checked against the listen address.
+func serveKeys(opts *serveOptions) (map[string]string, error) {
+	keys := map[string]string{}
+	switch {
+	case opts.keysFile != "" && opts.noAuth:
+		return nil, usagef("--keys-file and --no-auth contradict each other; give one")
+	case opts.keysFile != "":
+		var err error
+		if keys, err = readKeysFile(opts.keysFile); err != nil {
+			return nil, err
+		}
+	case strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY")) != "":
+		keys[strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY"))] = "default"
+	case !opts.noAuth:
+		return nil, usagef("terp serve needs keys: set TERP_SERVE_KEY, give --keys-file PATH, or --no-auth on a loopback address")
+	}
+	if opts.noAuth {
+		if err := checkListen(opts.listen, false); err != nil {
+			return nil, usagef("--no-auth serves anyone who can connect: it is allowed on a loopback address only, not %s; give keys instead", opts.listen)
+		}
+	}
+	return keys, nil
+}
+
+// readKeysFile reads "NAME KEY" lines; a key shorter than 16 characters, a
+// name or key given twice, or a malformed line is refused with its line
+// number.
+func readKeysFile(path string) (map[string]string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, usagef("cannot read the keys file: %v", err)
+	}
+	defer fh.Close()
+	keys := map[string]string{}
+	names := map[string]bool{}
+	sc := bufio.NewScanner(fh)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) != 2:
+			return nil, usagef("%s:%d: want NAME KEY, two words", path, n)
+		case len(fields[1]) < 16:
+			return nil, usagef("%s:%d: the key of %s is shorter than 16 characters; make a long random one (openssl rand -hex 16)", path, n, fields[0])
+		case names[fields[0]]:
+			return nil, usagef("%s:%d: %s is named twice", path, n, fields[0])
+		case keys[fields[1]] != "":
+			return nil, usagef("%s:%d: %s has the key of %s", path, n, fields[0], keys[fields[1]])
+		}
+		names[fields[0]], keys[fields[1]] = true, fields[0]
+	}
+	if err := sc.Err(); err != nil {
+		return nil, usagef("cannot read the keys file: %v", err)
+	}
+	if len(keys) == 0 {
+		return nil, usagef("%s holds no keys; add a line NAME KEY", path)
+	}
+	return keys, nil
+}
+
+func runServe(ctx context.Context, opts *serveOptions) error {
+	f := opts.f
+	keys, err := serveKeys(opts)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.Config(onlyFlags(opts.flags, serveConfigFlags))
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+	}
+	if err := pickServer(ctx, f, cfg); err != nil {
+		return err
+	}
+	// One backend serves every container: it is safe for concurrent use,
+	// and checks the machine once.
+	backend, err := f.NewBackend(cfg)
+	if err != nil {
+		return err
+	}
+	shared := *f
+	shared.NewBackend = func(*config.Config) (sandbox.Backend, error) { return backend, nil }
+	svc, err := shared.Conversations()
+	if err != nil {
+		return err
+	}
+	srv, err := serve.New(serve.Config{
+		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
+		DataDir: filepath.Join(f.DataDir(), "serve"),
+		Log:     slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", opts.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.listen, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	fmt.Fprintf(f.IO.ErrOut, "terp: serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes)\n",
+		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox)
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = hs.Shutdown(sctx)
+		cancel()
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv.Close(cctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err == nil && ctx.Err() != nil {
+		fmt.Fprintln(f.IO.ErrOut, "terp: stopped; the containers' conversations are paused")
+	}
+	return err
+}

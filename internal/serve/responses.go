@@ -1,0 +1,656 @@
+package serve
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/llm"
+)
+
+// responseRequest is the body of POST /v1/responses, as far as terp reads
+// it; sampling fields (temperature, top_p, ...) are accepted and left to
+// the model server's defaults.
+type responseRequest struct {
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       string            `json:"instructions"`
+	PreviousResponseID string            `json:"previous_response_id"`
+	Store              *bool             `json:"store"`
+	Include            []string          `json:"include"`
+	Stream             bool              `json:"stream"`
+	MaxOutputTokens    int               `json:"max_output_tokens"`
+	Metadata           map[string]string `json:"metadata"`
+	Tools              []toolSpec        `json:"tools"`
+}
+
+// toolSpec is one entry of tools.
+type toolSpec struct {
+	Type      string          `json:"type"`
+	Container json.RawMessage `json:"container,omitempty"`
+	// The fields of a function tool.
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// autoContainer is a code_interpreter tool's {"type": "auto", ...}.
+type autoContainer struct {
+	Type        string         `json:"type"`
+	FileIDs     []string       `json:"file_ids"`
+	MemoryLimit string         `json:"memory_limit"`
+	Network     *networkPolicy `json:"network_policy"`
+}
+
+// inputItem is one item of an input array: a message (with a role), or a
+// function call's output.
+type inputItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	CallID  string          `json:"call_id"`
+	Output  string          `json:"output"`
+}
+
+// inputPart is one part of a message's content.
+type inputPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	FileID   string `json:"file_id"`
+	Filename string `json:"filename"`
+	FileData string `json:"file_data"`
+}
+
+// responseObject is OpenAI's response object.
+type responseObject struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	CreatedAt          int64             `json:"created_at"`
+	Status             string            `json:"status"`
+	Error              *responseError    `json:"error"`
+	IncompleteDetails  *incomplete       `json:"incomplete_details"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Model              string            `json:"model"`
+	Output             []any             `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Store              bool              `json:"store"`
+	Temperature        float64           `json:"temperature"`
+	ToolChoice         string            `json:"tool_choice"`
+	Tools              []toolSpec        `json:"tools"`
+	TopP               float64           `json:"top_p"`
+	Truncation         string            `json:"truncation"`
+	Usage              *responseUsage    `json:"usage"`
+	Metadata           map[string]string `json:"metadata"`
+	Text               map[string]any    `json:"text"`
+}
+
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type incomplete struct {
+	Reason string `json:"reason"`
+}
+
+type responseUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+// codeCall is a code_interpreter_call output item.
+type codeCall struct {
+	Type        string       `json:"type"`
+	ID          string       `json:"id"`
+	Status      string       `json:"status"`
+	Code        string       `json:"code"`
+	ContainerID string       `json:"container_id"`
+	Outputs     []codeOutput `json:"outputs"`
+}
+
+type codeOutput struct {
+	Type string `json:"type"`
+	Logs string `json:"logs,omitempty"`
+	URL  string `json:"url,omitempty"`
+}
+
+// messageItem is an assistant message output item.
+type messageItem struct {
+	Type    string       `json:"type"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+type outputText struct {
+	Type        string       `json:"type"`
+	Text        string       `json:"text"`
+	Annotations []annotation `json:"annotations"`
+	Logprobs    []any        `json:"logprobs"`
+}
+
+type annotation struct {
+	Type        string `json:"type"`
+	ContainerID string `json:"container_id"`
+	FileID      string `json:"file_id"`
+	Filename    string `json:"filename"`
+	StartIndex  int    `json:"start_index"`
+	EndIndex    int    `json:"end_index"`
+}
+
+// storedResponse is a response kept for GET, DELETE and
+// previous_response_id: what the client was sent, and the whole history
+// (code and outputs) the model had at its end.
+type storedResponse struct {
+	owner     string
+	container string
+	history   []llm.Message
+	object    responseObject
+}
+
+func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	sr := s.responses[r.PathValue("id")]
+	s.mu.Unlock()
+	if sr == nil || sr.owner != ownerOf(r) {
+		notFound(w, "response", r.PathValue("id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, sr.object)
+}
+
+func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	sr := s.responses[id]
+	if sr != nil && sr.owner == ownerOf(r) {
+		delete(s.responses, id)
+	}
+	s.mu.Unlock()
+	if sr == nil || sr.owner != ownerOf(r) {
+		notFound(w, "response", id)
+		return
+	}
+	writeJSON(w, http.StatusOK, deleted{ID: id, Object: "response", Deleted: true})
+}
+
+// turnRequest is a response request read and checked: the question, the
+// files to put in /work first, and the container to run in.
+type turnRequest struct {
+	question string
+	files    []namedFile
+	prev     *storedResponse
+	cont     *container
+	outputs  bool // include code_interpreter_call.outputs
+}
+
+type namedFile struct {
+	name string
+	data []byte      // inline file_data
+	file *fileObject // or an uploaded file
+}
+
+func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
+	var req responseRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	owner := ownerOf(r)
+	tr, perr := s.readTurn(r.Context(), owner, &req)
+	if perr != nil {
+		perr.answer(w)
+		return
+	}
+	c := tr.cont
+	c.touch()
+	defer c.touch()
+	if err := s.prepare(r.Context(), c, tr, &req); err != nil {
+		conversationError(w, err)
+		return
+	}
+
+	resp := responseObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
+		Model: c.conv.Info().Model, Output: []any{}, ParallelToolCalls: true, Store: req.Store == nil || *req.Store,
+		Temperature: 1, TopP: 1, ToolChoice: "auto", Tools: req.Tools, Truncation: "disabled", Metadata: req.Metadata,
+		Text: map[string]any{"format": map[string]string{"type": "text"}}}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]string{}
+	}
+	if req.Instructions != "" {
+		resp.Instructions = &req.Instructions
+	}
+	if req.MaxOutputTokens > 0 {
+		resp.MaxOutputTokens = &req.MaxOutputTokens
+	}
+	if tr.prev != nil {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+	b := &outputBuilder{resp: &resp, container: c, outputs: tr.outputs, baseURL: baseURL(r)}
+	if req.Stream {
+		sse, ok := newSSE(w)
+		if !ok {
+			serverError(w, fmt.Errorf("this connection cannot stream"))
+			return
+		}
+		b.sse = sse
+	}
+	b.start()
+	turn, err := c.conv.Ask(r.Context(), tr.question, b.handle)
+	b.finish(turn, err)
+	if r.Context().Err() != nil {
+		return // the client is gone: nobody to answer
+	}
+	if resp.Store {
+		s.mu.Lock()
+		s.responses[resp.ID] = &storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp}
+		s.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.last = resp.ID
+	c.mu.Unlock()
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// readTurn checks a request and finds or makes its container.
+func (s *Server) readTurn(ctx context.Context, owner string, req *responseRequest) (*turnRequest, *paramError) {
+	tr := &turnRequest{outputs: slices.Contains(req.Include, "code_interpreter_call.outputs")}
+	var tool *toolSpec
+	for i := range req.Tools {
+		switch req.Tools[i].Type {
+		case "code_interpreter":
+			tool = &req.Tools[i]
+		default:
+			return nil, badParam("tools", fmt.Sprintf("terp serve runs the code_interpreter tool; a %q tool is not supported yet", req.Tools[i].Type))
+		}
+	}
+	if tool == nil {
+		return nil, badParam("tools", `give the code_interpreter tool: "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]`)
+	}
+	q, files, perr := s.readInput(owner, req.Input)
+	if perr != nil {
+		return nil, perr
+	}
+	tr.question, tr.files = q, files
+	if req.Instructions != "" {
+		tr.question = "(Instructions for this conversation: " + req.Instructions + ")\n\n" + tr.question
+	}
+	if req.PreviousResponseID != "" {
+		s.mu.Lock()
+		tr.prev = s.responses[req.PreviousResponseID]
+		s.mu.Unlock()
+		if tr.prev == nil || tr.prev.owner != owner {
+			return nil, badParam("previous_response_id", fmt.Sprintf("no response found with id '%s'", req.PreviousResponseID))
+		}
+	}
+	// The container: the one named, else the previous response's, else a
+	// new one.
+	var named string
+	var auto autoContainer
+	if len(tool.Container) > 0 && string(tool.Container) != "null" {
+		if json.Unmarshal(tool.Container, &named) != nil {
+			if err := json.Unmarshal(tool.Container, &auto); err != nil || (auto.Type != "auto" && auto.Type != "") {
+				return nil, badParam("tools.container", `container is a container id ("cntr_...") or {"type": "auto"}`)
+			}
+		}
+	}
+	switch {
+	case named != "":
+		if tr.cont = s.container(owner, named); tr.cont == nil {
+			return nil, badParam("tools.container", fmt.Sprintf("no container found with id '%s'", named))
+		}
+	case tr.prev != nil:
+		if tr.cont = s.container(owner, tr.prev.container); tr.cont == nil {
+			return nil, badParam("previous_response_id", fmt.Sprintf("the container of response %s (%s) has expired; start a new response without previous_response_id", req.PreviousResponseID, tr.prev.container))
+		}
+	}
+	if tr.cont == nil {
+		c, perr := s.newContainer(ctx, owner, containerOptions{FileIDs: auto.FileIDs, MemoryLimit: auto.MemoryLimit, Network: auto.Network})
+		if perr != nil {
+			return nil, perr
+		}
+		tr.cont = c
+	} else {
+		for _, id := range auto.FileIDs {
+			f, ok := s.files.get(owner, id)
+			if !ok {
+				return nil, badParam("tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
+			}
+			tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
+		}
+	}
+	if req.Model != "" {
+		tr.cont.conv.SetModel(req.Model)
+	}
+	return tr, nil
+}
+
+// readInput turns input (a string, or an array of items) into the question
+// and the files it attaches.
+func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFile, *paramError) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		if strings.TrimSpace(text) == "" {
+			return "", nil, badParam("input", "input is empty")
+		}
+		return text, nil, nil
+	}
+	var items []inputItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return "", nil, badParam("input", "input is a string or an array of input items")
+	}
+	var lines []string
+	var files []namedFile
+	for i, it := range items {
+		switch {
+		case it.Type == "function_call_output":
+			return "", nil, badParam(fmt.Sprintf("input[%d]", i), "function tools are not supported yet")
+		case it.Type != "" && it.Type != "message":
+			return "", nil, badParam(fmt.Sprintf("input[%d].type", i), fmt.Sprintf("input items of type %q are not supported", it.Type))
+		}
+		var parts []inputPart
+		var plain string
+		if json.Unmarshal(it.Content, &plain) == nil {
+			parts = []inputPart{{Type: "input_text", Text: plain}}
+		} else if err := json.Unmarshal(it.Content, &parts); err != nil {
+			return "", nil, badParam(fmt.Sprintf("input[%d].content", i), "content is a string or an array of parts")
+		}
+		var said []string
+		for j, p := range parts {
+			param := fmt.Sprintf("input[%d].content[%d]", i, j)
+			switch p.Type {
+			case "input_text", "output_text", "text":
+				said = append(said, p.Text)
+			case "input_file":
+				f, perr := s.inputFile(owner, p, param)
+				if perr != nil {
+					return "", nil, perr
+				}
+				files = append(files, f)
+			default:
+				return "", nil, badParam(param+".type", fmt.Sprintf("content parts of type %q are not supported; send text, or files as input_file", p.Type))
+			}
+		}
+		body := strings.Join(said, "\n")
+		switch it.Role {
+		case "user", "":
+			lines = append(lines, body)
+		case "system", "developer":
+			lines = append(lines, "(Instructions: "+body+")")
+		case "assistant":
+			lines = append(lines, "(You answered earlier: "+body+")")
+		default:
+			return "", nil, badParam(fmt.Sprintf("input[%d].role", i), fmt.Sprintf("role %q is not one of user, assistant, system, developer", it.Role))
+		}
+	}
+	q := strings.TrimSpace(strings.Join(lines, "\n\n"))
+	if q == "" {
+		if len(files) == 0 {
+			return "", nil, badParam("input", "input has no text")
+		}
+		q = "Look at the files I uploaded."
+	}
+	return q, files, nil
+}
+
+// inputFile is an input_file part: an uploaded file by id, or inline data.
+func (s *Server) inputFile(owner string, p inputPart, param string) (namedFile, *paramError) {
+	if p.FileID != "" {
+		f, ok := s.files.get(owner, p.FileID)
+		if !ok {
+			return namedFile{}, badParam(param+".file_id", fmt.Sprintf("no file found with id '%s'", p.FileID))
+		}
+		return namedFile{name: f.Filename, file: &f}, nil
+	}
+	if p.FileData == "" || p.Filename == "" {
+		return namedFile{}, badParam(param, "an input_file has a file_id, or a filename and file_data")
+	}
+	data := p.FileData
+	if i := strings.Index(data, ";base64,"); strings.HasPrefix(data, "data:") && i > 0 {
+		data = data[i+len(";base64,"):]
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return namedFile{}, badParam(param+".file_data", "file_data is base64, or a data: URL of it")
+	}
+	return namedFile{name: path.Base(p.Filename), data: b}, nil
+}
+
+// prepare readies the container for the turn: the history it continues,
+// and the files the input attaches.
+func (s *Server) prepare(ctx context.Context, c *container, tr *turnRequest, req *responseRequest) error {
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	switch {
+	case tr.prev != nil && tr.prev.object.ID != last:
+		if err := c.conv.Rewind(ctx, tr.prev.history); err != nil {
+			return err
+		}
+	case tr.prev == nil && last != "":
+		// A new line of questions in a container used before: its files
+		// stay, its history does not.
+		if err := c.conv.Rewind(ctx, nil); err != nil {
+			return err
+		}
+	}
+	for _, f := range tr.files {
+		if f.file != nil {
+			if err := s.putFile(ctx, c, *f.file); err != nil {
+				return err
+			}
+			continue
+		}
+		dest, err := c.conv.Put(ctx, f.name, strings.NewReader(string(f.data)))
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(dest, "/work/")
+		c.fileID(rel)
+		c.mu.Lock()
+		c.user[rel] = true
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// baseURL is the server's address as the client reached it, for the links
+// in image outputs.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// outputBuilder turns a turn's events into the response's output items,
+// and, when streaming, into OpenAI's events as they happen.
+type outputBuilder struct {
+	resp      *responseObject
+	container *container
+	outputs   bool
+	baseURL   string
+	sse       *sseWriter
+
+	mu sync.Mutex
+	// calls are the code_interpreter_call items by the model's call id.
+	calls map[string]int
+}
+
+func (b *outputBuilder) emit(typ string, fields map[string]any) {
+	if b.sse != nil {
+		b.sse.send(typ, fields)
+	}
+}
+
+func (b *outputBuilder) start() {
+	b.calls = map[string]int{}
+	b.emit("response.created", map[string]any{"response": b.resp})
+	b.emit("response.in_progress", map[string]any{"response": b.resp})
+}
+
+// handle is the turn's send function.
+func (b *outputBuilder) handle(e agent.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch e := e.(type) {
+	case agent.ToolCall:
+		item := &codeCall{Type: "code_interpreter_call", ID: newID("ci_"), Status: "in_progress", Code: e.Code,
+			ContainerID: b.container.ID}
+		idx := len(b.resp.Output)
+		b.resp.Output = append(b.resp.Output, item)
+		b.calls[e.ID] = idx
+		b.emit("response.output_item.added", map[string]any{"output_index": idx, "item": item})
+		b.emit("response.code_interpreter_call.in_progress", map[string]any{"output_index": idx, "item_id": item.ID})
+		b.emit("response.code_interpreter_call_code.delta", map[string]any{"output_index": idx, "item_id": item.ID, "delta": e.Code})
+		b.emit("response.code_interpreter_call_code.done", map[string]any{"output_index": idx, "item_id": item.ID, "code": e.Code})
+		item.Status = "interpreting"
+		b.emit("response.code_interpreter_call.interpreting", map[string]any{"output_index": idx, "item_id": item.ID})
+	case agent.ToolOutput:
+		idx, ok := b.calls[e.ID]
+		if !ok {
+			return
+		}
+		item := b.resp.Output[idx].(*codeCall)
+		item.Status = "completed"
+		if e.Error != "" || e.Stopped != "" {
+			item.Status = "incomplete"
+		}
+		if b.outputs {
+			item.Outputs = b.codeOutputs(e)
+		}
+		b.emit("response.code_interpreter_call.completed", map[string]any{"output_index": idx, "item_id": item.ID})
+		b.emit("response.output_item.done", map[string]any{"output_index": idx, "item": item})
+	}
+}
+
+// codeOutputs are a run's logs and the images it saved.
+func (b *outputBuilder) codeOutputs(e agent.ToolOutput) []codeOutput {
+	logs := e.Stdout
+	if e.Stderr != "" {
+		logs = strings.TrimRight(logs+"\n"+e.Stderr, "\n") + "\n"
+	}
+	for _, note := range []string{e.Notice, e.Stopped, e.Error} {
+		if note != "" {
+			logs += note + "\n"
+		}
+	}
+	out := []codeOutput{{Type: "logs", Logs: logs}}
+	for _, f := range e.Files {
+		if ext := strings.ToLower(path.Ext(f)); ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".gif" || ext == ".svg" {
+			id := b.container.fileID(f)
+			out = append(out, codeOutput{Type: "image", URL: fmt.Sprintf("%s/v1/containers/%s/files/%s/content", b.baseURL, b.container.ID, id)})
+		}
+	}
+	return out
+}
+
+// finish adds the answer, with a citation for each file the code saved,
+// and the outcome.
+func (b *outputBuilder) finish(turn conversation.Turn, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	res := turn.Result
+	u := res.Usage
+	b.resp.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
+	switch {
+	case err != nil:
+		b.resp.Status = "failed"
+		b.resp.Error = &responseError{Code: "server_error", Message: err.Error()}
+		b.emit("response.failed", map[string]any{"response": b.resp})
+		return
+	case res.StopReason == agent.MaxSteps:
+		b.resp.Status, b.resp.IncompleteDetails = "incomplete", &incomplete{Reason: "max_tool_calls"}
+	case res.StopReason == agent.TokenBudget:
+		b.resp.Status, b.resp.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
+	case res.StopReason == agent.TimeBudget:
+		b.resp.Status, b.resp.IncompleteDetails = "incomplete", &incomplete{Reason: "max_time"}
+	default:
+		b.resp.Status = "completed"
+	}
+	if res.Answer != "" {
+		b.message(res)
+	}
+	if b.resp.Status == "completed" {
+		b.emit("response.completed", map[string]any{"response": b.resp})
+	} else {
+		b.emit("response.incomplete", map[string]any{"response": b.resp})
+	}
+}
+
+// message adds the answer as an output message, streamed as one delta: the
+// loop knows a reply is the answer only once it is whole.
+func (b *outputBuilder) message(res agent.Result) {
+	item := &messageItem{Type: "message", ID: newID("msg_"), Status: "in_progress", Role: "assistant", Content: []outputText{}}
+	idx := len(b.resp.Output)
+	b.resp.Output = append(b.resp.Output, item)
+	b.emit("response.output_item.added", map[string]any{"output_index": idx, "item": item})
+	part := outputText{Type: "output_text", Text: "", Annotations: []annotation{}, Logprobs: []any{}}
+	b.emit("response.content_part.added", map[string]any{"item_id": item.ID, "output_index": idx, "content_index": 0, "part": part})
+	text := res.Answer
+	b.emit("response.output_text.delta", map[string]any{"item_id": item.ID, "output_index": idx, "content_index": 0, "delta": text, "logprobs": []any{}})
+	for _, f := range res.Files {
+		name := path.Base(f.Path)
+		start := strings.Index(text, name)
+		end := start + len(name)
+		if start < 0 {
+			start, end = len(text), len(text)
+		}
+		a := annotation{Type: "container_file_citation", ContainerID: b.container.ID, FileID: b.container.fileID(f.Path),
+			Filename: name, StartIndex: start, EndIndex: end}
+		b.emit("response.output_text.annotation.added", map[string]any{"item_id": item.ID, "output_index": idx,
+			"content_index": 0, "annotation_index": len(part.Annotations), "annotation": a})
+		part.Annotations = append(part.Annotations, a)
+	}
+	part.Text = text
+	b.emit("response.output_text.done", map[string]any{"item_id": item.ID, "output_index": idx, "content_index": 0, "text": text, "logprobs": []any{}})
+	b.emit("response.content_part.done", map[string]any{"item_id": item.ID, "output_index": idx, "content_index": 0, "part": part})
+	item.Status, item.Content = "completed", []outputText{part}
+	b.emit("response.output_item.done", map[string]any{"output_index": idx, "item": item})
+}
+
+// sseWriter writes server-sent events, each with its sequence_number.
+type sseWriter struct {
+	w   http.ResponseWriter
+	f   http.Flusher
+	seq int
+}
+
+func newSSE(w http.ResponseWriter) (*sseWriter, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return &sseWriter{w: w, f: f}, true
+}
+
+func (s *sseWriter) send(typ string, fields map[string]any) {
+	fields["type"] = typ
+	fields["sequence_number"] = s.seq
+	s.seq++
+	b, _ := json.Marshal(fields)
+	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
+	s.f.Flush()
+}

@@ -1,0 +1,300 @@
+// Package serve is `terp serve`: an HTTP server that speaks the OpenAI API
+// to its clients (the Responses API with the code_interpreter tool,
+// containers, files and chat completions), talks to the configured
+// open-model server upstream, and runs the code-interpreter loop in terp's
+// sandboxes through the conversation service. An app written for OpenAI's
+// hosted code interpreter works against it by changing only its base URL and
+// key.
+//
+// A container is one terp conversation: its sandbox holds the files, its
+// history the code and outputs. Every object (file, container, response)
+// belongs to the key that made it; another key is told it does not exist.
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
+)
+
+// Config is what a Server is built from.
+type Config struct {
+	// Conversations runs the containers' conversations.
+	Conversations *conversation.Service
+	// Settings are the defaults every container starts from: upstream's
+	// base URL and model, the sandbox, its limits. Each container gets its
+	// own copy.
+	Settings *config.Config
+	// Keys maps each accepted bearer key to its owner's name. Empty with
+	// NoAuth set, every request belongs to one owner, "local".
+	Keys   map[string]string
+	NoAuth bool
+	// DataDir holds the uploaded files.
+	DataDir string
+	// Upstream sends requests that need no code interpreter to the model
+	// server as they are (chat completions without the tool, the model
+	// list). Nil means http.DefaultClient.
+	Upstream *http.Client
+	// Log receives one line per request; nil discards.
+	Log *slog.Logger
+}
+
+// Server holds the state of a running `terp serve`.
+type Server struct {
+	cfg   Config
+	files *fileStore
+	mux   *http.ServeMux
+
+	mu         sync.Mutex
+	containers map[string]*container
+	responses  map[string]*storedResponse
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// New returns a server for cfg. Close stops its background work and pauses
+// every container.
+func New(cfg Config) (*Server, error) {
+	if cfg.Upstream == nil {
+		cfg.Upstream = http.DefaultClient
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	files, err := openFileStore(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, files: files, containers: map[string]*container{}, responses: map[string]*storedResponse{},
+		stop: make(chan struct{})}
+	s.mux = http.NewServeMux()
+	s.routes()
+	s.done.Add(1)
+	go s.expireLoop()
+	return s, nil
+}
+
+// Handler is the server's HTTP handler: every route behind the key check.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		owner, ok := s.owner(r)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+				"Incorrect API key provided: send one of the server's keys as Authorization: Bearer KEY (terp serve --keys-file or TERP_SERVE_KEY).", "")
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		s.mux.ServeHTTP(sw, r.WithContext(withOwner(r.Context(), owner)))
+		s.cfg.Log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "owner", owner, "duration", time.Since(start))
+	})
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /v1/models", s.listModels)
+	s.mux.HandleFunc("POST /v1/files", s.createFile)
+	s.mux.HandleFunc("GET /v1/files", s.listFiles)
+	s.mux.HandleFunc("GET /v1/files/{id}", s.getFile)
+	s.mux.HandleFunc("GET /v1/files/{id}/content", s.getFileContent)
+	s.mux.HandleFunc("DELETE /v1/files/{id}", s.deleteFile)
+	s.mux.HandleFunc("POST /v1/containers", s.createContainer)
+	s.mux.HandleFunc("GET /v1/containers", s.listContainers)
+	s.mux.HandleFunc("GET /v1/containers/{id}", s.getContainer)
+	s.mux.HandleFunc("DELETE /v1/containers/{id}", s.deleteContainer)
+	s.mux.HandleFunc("POST /v1/containers/{id}/files", s.createContainerFile)
+	s.mux.HandleFunc("GET /v1/containers/{id}/files", s.listContainerFiles)
+	s.mux.HandleFunc("GET /v1/containers/{id}/files/{fid}", s.getContainerFile)
+	s.mux.HandleFunc("GET /v1/containers/{id}/files/{fid}/content", s.getContainerFileContent)
+	s.mux.HandleFunc("DELETE /v1/containers/{id}/files/{fid}", s.deleteContainerFile)
+	s.mux.HandleFunc("POST /v1/responses", s.createResponse)
+	s.mux.HandleFunc("GET /v1/responses/{id}", s.getResponse)
+	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.deleteResponse)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
+			fmt.Sprintf("terp serve has no %s %s; see docs/serve.md for what it serves", r.Method, r.URL.Path), "")
+	})
+}
+
+// Close stops the expiry loop and pauses every container's sandbox, so that
+// their conversations can be resumed.
+func (s *Server) Close(ctx context.Context) {
+	close(s.stop)
+	s.done.Wait()
+	s.mu.Lock()
+	all := make([]*container, 0, len(s.containers))
+	for _, c := range s.containers {
+		all = append(all, c)
+	}
+	s.mu.Unlock()
+	for _, c := range all {
+		for _, w := range c.conv.Close(ctx) {
+			s.cfg.Log.Warn("closing container", "container", c.ID, "warning", w)
+		}
+	}
+}
+
+// owner is who the request's bearer key belongs to.
+func (s *Server) owner(r *http.Request) (string, bool) {
+	if s.cfg.NoAuth {
+		return "local", true
+	}
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || key == "" {
+		return "", false
+	}
+	// Every key is compared, in constant time, so the time taken says
+	// nothing about which prefix matched.
+	sum := sha256.Sum256([]byte(key))
+	owner, found := "", false
+	for k, name := range s.cfg.Keys {
+		ks := sha256.Sum256([]byte(k))
+		if subtle.ConstantTimeCompare(sum[:], ks[:]) == 1 {
+			owner, found = name, true
+		}
+	}
+	return owner, found
+}
+
+type ownerKey struct{}
+
+func withOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// ownerOf is the owner the request was authenticated as.
+func ownerOf(r *http.Request) string {
+	o, _ := r.Context().Value(ownerKey{}).(string)
+	return o
+}
+
+// statusWriter remembers the status, for the log; it passes Flush through,
+// for streams.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// apiError is OpenAI's error object.
+type apiError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// writeError answers with OpenAI's error shape, which its SDKs parse.
+func writeError(w http.ResponseWriter, status int, typ, code, message, param string) {
+	e := apiError{Message: message, Type: typ}
+	if code != "" {
+		e.Code = &code
+	}
+	if param != "" {
+		e.Param = &param
+	}
+	writeJSON(w, status, map[string]apiError{"error": e})
+}
+
+// badRequest is a 400 naming the parameter that was wrong.
+func badRequest(w http.ResponseWriter, param, format string, a ...any) {
+	writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf(format, a...), param)
+}
+
+// notFound is the 404 of an object that does not exist, or is another key's.
+func notFound(w http.ResponseWriter, kind, id string) {
+	writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("No %s found with id '%s'.", kind, id), "")
+}
+
+// serverError is a failure of terp's own (the sandbox, the disk).
+func serverError(w http.ResponseWriter, err error) {
+	writeError(w, http.StatusInternalServerError, "server_error", "", err.Error(), "")
+}
+
+// conversationError answers with the status that err calls for.
+func conversationError(w http.ResponseWriter, err error) {
+	var input *conversation.InputError
+	switch {
+	case errors.As(err, &input):
+		badRequest(w, "", "%s", err.Error())
+	case errors.Is(err, conversation.ErrBusy):
+		writeError(w, http.StatusConflict, "invalid_request_error", "container_busy", err.Error(), "")
+	default:
+		serverError(w, err)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// maxBody bounds a JSON request body; uploads have their own bound.
+const maxBody = 8 << 20
+
+// decode reads a JSON request body into v, refusing what is not JSON or is
+// too large, with a message that says so.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			badRequest(w, "", "the request body is over %d bytes", maxBody)
+		} else {
+			badRequest(w, "", "the request body is not the JSON this endpoint takes: %v", err)
+		}
+		return false
+	}
+	return true
+}
+
+// list is OpenAI's list object.
+type list[T any] struct {
+	Object  string  `json:"object"`
+	Data    []T     `json:"data"`
+	HasMore bool    `json:"has_more"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+}
+
+func newList[T any](data []T, id func(T) string) list[T] {
+	l := list[T]{Object: "list", Data: data}
+	if l.Data == nil {
+		l.Data = []T{}
+	}
+	if len(data) > 0 {
+		first, last := id(data[0]), id(data[len(data)-1])
+		l.FirstID, l.LastID = &first, &last
+	}
+	return l
+}
+
+// deleted is what a DELETE answers.
+type deleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
