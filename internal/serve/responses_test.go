@@ -1,0 +1,405 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/terptest"
+)
+
+// The keys the test servers accept, and whose they are.
+const (
+	aliceKey = "sk-alice-0123456789abcdef"
+	bobKey   = "sk-bob-0123456789abcdef01"
+)
+
+// testServer is terp serve on the real local sandbox, in front of the
+// scripted model s, over real HTTP.
+type testServer struct {
+	*httptest.Server
+	srv *Server
+}
+
+func newTestServer(t *testing.T, s *llmtest.Server) *testServer {
+	t.Helper()
+	dir := terptest.TempDir(t)
+	st, err := store.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := local.New(local.Config{Root: filepath.Join(dir, "sandboxes")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.BaseURL, cfg.Model, cfg.Sandbox, cfg.ExecMode = s.BaseURL(), "test-model", "local", "kernel"
+	svc := conversation.New(conversation.Deps{
+		Store:      st,
+		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
+		NewModel:   func(c *config.Config) agent.Completer { return llm.New(llm.Config{BaseURL: c.BaseURL}) },
+	})
+	srv, err := New(Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
+		Keys: map[string]string{aliceKey: "alice", bobKey: "bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close(context.Background())
+	})
+	return &testServer{Server: hs, srv: srv}
+}
+
+// client is the official OpenAI Go SDK pointed at the server with key.
+func (ts *testServer) client(key string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// codeInterpreter is the tool as an OpenAI user writes it.
+func codeInterpreter(fileIDs ...string) responses.ToolUnionParam {
+	return responses.ToolParamOfCodeInterpreter(responses.ToolCodeInterpreterContainerCodeInterpreterContainerAutoParam{FileIDs: fileIDs})
+}
+
+// answerFromTool answers with what the last run printed.
+func answerFromTool(prefix string) llmtest.Step {
+	return func(req llmtest.Request) llmtest.Reply {
+		res, _ := req.ToolResult()
+		return llmtest.Answer(prefix + strings.TrimSpace(res.Stdout))
+	}
+}
+
+// An app written for OpenAI's hosted code interpreter gets the code, its
+// output and the answer computed from it, in the SDK's own types; a
+// follow-up by previous_response_id sees a variable the first run set.
+func TestResponsesCodeInterpreter(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 6 * 7\nprint(x)")),
+		answerFromTool("The answer is "),
+		func(req llmtest.Request) llmtest.Reply {
+			if !slices.ContainsFunc(req.Messages, func(m llmtest.Message) bool {
+				return len(m.ToolCalls) > 0 && strings.Contains(m.ToolCalls[0].Function.Arguments, "x = 6 * 7")
+			}) {
+				t.Error("the follow-up's model does not see the first response's code")
+			}
+			return llmtest.RunPython("print(x + 1)")
+		},
+		answerFromTool("Then "))
+	ts := newTestServer(t, s)
+	client := ts.client(aliceKey)
+	first, err := client.Responses.New(ctx(t), responses.ResponseNewParams{
+		Model:   "test-model",
+		Input:   responses.ResponseNewParamsInputUnion{OfString: openai.String("What is 6 times 7? Compute it.")},
+		Tools:   []responses.ToolUnionParam{codeInterpreter()},
+		Include: []responses.ResponseIncludable{responses.ResponseIncludableCodeInterpreterCallOutputs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status != responses.ResponseStatusCompleted || first.OutputText() != "The answer is 42" {
+		t.Fatalf("status %q, text %q", first.Status, first.OutputText())
+	}
+	var call responses.ResponseCodeInterpreterToolCall
+	for _, item := range first.Output {
+		if item.Type == "code_interpreter_call" {
+			call = item.AsCodeInterpreterCall()
+		}
+	}
+	if call.Code != "x = 6 * 7\nprint(x)" || !strings.HasPrefix(call.ContainerID, "cntr_") || call.Status != "completed" {
+		t.Errorf("code_interpreter_call = %+v", call)
+	}
+	if len(call.Outputs) == 0 || call.Outputs[0].AsLogs().Logs != "42\n" {
+		t.Errorf("the call's outputs = %+v, want the logs 42", call.Outputs)
+	}
+	if first.Usage.TotalTokens == 0 {
+		t.Error("no usage")
+	}
+
+	second, err := client.Responses.New(ctx(t), responses.ResponseNewParams{
+		Model:              "test-model",
+		PreviousResponseID: openai.String(first.ID),
+		Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("And one more?")},
+		Tools:              []responses.ToolUnionParam{codeInterpreter()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.OutputText() != "Then 43" {
+		t.Errorf("the follow-up answered %q; want the variable kept (43)", second.OutputText())
+	}
+	got, err := client.Responses.Get(ctx(t), first.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != "The answer is 42" {
+		t.Errorf("GET the first response: %v, %q", err, got.OutputText())
+	}
+}
+
+// A streamed response sends OpenAI's events in order, with sequence
+// numbers, and the SDK's accumulator rebuilds the answer from them.
+func TestResponsesStreaming(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print(2 ** 10)")), answerFromTool("It is "))
+	ts := newTestServer(t, s)
+	client := ts.client(aliceKey)
+	stream := client.Responses.NewStreaming(ctx(t), responses.ResponseNewParams{
+		Model: "test-model",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("2 to the 10th?")},
+		Tools: []responses.ToolUnionParam{codeInterpreter()},
+	})
+	var types []string
+	var seq []int64
+	var text, code string
+	var done responses.Response
+	for stream.Next() {
+		e := stream.Current()
+		types = append(types, e.Type)
+		seq = append(seq, e.SequenceNumber)
+		switch e.Type {
+		case "response.output_text.delta":
+			text += e.Delta
+		case "response.code_interpreter_call_code.done":
+			code = e.Code
+		case "response.completed":
+			done = e.Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"response.created", "response.in_progress", "response.output_item.added",
+		"response.code_interpreter_call.in_progress", "response.code_interpreter_call_code.delta",
+		"response.code_interpreter_call_code.done", "response.code_interpreter_call.interpreting",
+		"response.code_interpreter_call.completed", "response.output_item.done", "response.output_item.added",
+		"response.content_part.added", "response.output_text.delta", "response.output_text.done",
+		"response.content_part.done", "response.output_item.done", "response.completed"}
+	if !slices.Equal(types, want) {
+		t.Errorf("events:\n%q\nwant\n%q", types, want)
+	}
+	for i := range seq {
+		if seq[i] != int64(i) {
+			t.Errorf("sequence numbers %v do not count from 0", seq)
+			break
+		}
+	}
+	if text != "It is 1024" || code != "print(2 ** 10)" || done.OutputText() != "It is 1024" || done.Status != "completed" {
+		t.Errorf("text %q, code %q, completed %q (%s)", text, code, done.OutputText(), done.Status)
+	}
+}
+
+// A file the code saves is cited in the answer, and its content comes back
+// from the container; an uploaded file reaches /work by file_id.
+func TestResponsesFilesAndCitations(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("import pandas as pd\ndf = pd.read_csv('/work/sales.csv')\n"+
+			"df['revenue'].mul(2).to_csv('/work/double.csv', index=False)\nprint(df['revenue'].sum())")),
+		answerFromTool("Total revenue: "))
+	ts := newTestServer(t, s)
+	client := ts.client(aliceKey)
+	up, err := client.Files.New(ctx(t), openai.FileNewParams{
+		File:    openai.File(strings.NewReader("month,revenue\n2024-01,100\n2024-02,250\n"), "sales.csv", "text/csv"),
+		Purpose: openai.FilePurposeUserData,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Responses.New(ctx(t), responses.ResponseNewParams{
+		Model: "test-model",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Total revenue, and double it into double.csv.")},
+		Tools: []responses.ToolUnionParam{codeInterpreter(up.ID)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OutputText() != "Total revenue: 350" {
+		t.Fatalf("answered %q; the upload did not reach /work", resp.OutputText())
+	}
+	var cite responses.ResponseOutputTextAnnotationContainerFileCitation
+	for _, item := range resp.Output {
+		if item.Type != "message" {
+			continue
+		}
+		for _, part := range item.AsMessage().Content {
+			for _, a := range part.Annotations {
+				if a.Type == "container_file_citation" {
+					cite = a.AsContainerFileCitation()
+				}
+			}
+		}
+	}
+	if cite.Filename != "double.csv" || !strings.HasPrefix(cite.FileID, "cfile_") {
+		t.Fatalf("citation = %+v", cite)
+	}
+	content, err := client.Containers.Files.Content.Get(ctx(t), cite.ContainerID, cite.FileID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer content.Body.Close()
+	if b, _ := io.ReadAll(content.Body); string(b) != "revenue\n200\n500\n" {
+		t.Errorf("double.csv holds %q", b)
+	}
+}
+
+// A key sees only what it made: another key's container, file and response
+// are not found, and a request without a key is refused.
+func TestKeysSeeOnlyTheirOwn(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("hi")))
+	ts := newTestServer(t, s)
+	alice, bob := ts.client(aliceKey), ts.client(bobKey)
+	c, err := alice.Containers.New(ctx(t), openai.ContainerNewParams{Name: "alice's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := alice.Files.New(ctx(t), openai.FileNewParams{File: openai.File(strings.NewReader("secret"), "s.txt", "text/plain"), Purpose: openai.FilePurposeUserData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := alice.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
+		Tools: []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(c.ID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFound := func(what string, err error) {
+		t.Helper()
+		var apiErr *openai.Error
+		if !errorsAs(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+			t.Errorf("bob reading alice's %s: %v, want 404", what, err)
+		}
+	}
+	_, err = bob.Containers.Get(ctx(t), c.ID)
+	notFound("container", err)
+	_, err = bob.Files.Get(ctx(t), f.ID)
+	notFound("file", err)
+	_, err = bob.Responses.Get(ctx(t), r.ID, responses.ResponseGetParams{})
+	notFound("response", err)
+	if list, err := bob.Containers.List(ctx(t), openai.ContainerListParams{}); err != nil || len(list.Data) != 0 {
+		t.Errorf("bob lists %v containers (%v), want none", len(list.Data), err)
+	}
+	resp, err := http.Get(ts.URL + "/v1/containers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no key: %d, want 401", resp.StatusCode)
+	}
+}
+
+// Containers and their files round trip through the SDK: create with a
+// file, upload another, list, read, delete.
+func TestContainersAndFiles(t *testing.T) {
+	ts := newTestServer(t, llmtest.New(t))
+	client := ts.client(aliceKey)
+	f, err := client.Files.New(ctx(t), openai.FileNewParams{File: openai.File(strings.NewReader("a,b\n1,2\n"), "data.csv", "text/csv"), Purpose: openai.FilePurposeUserData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "work", FileIDs: []string{f.ID},
+		ExpiresAfter: openai.ContainerNewParamsExpiresAfter{Anchor: "last_active_at", Minutes: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "work" || c.ExpiresAfter.Minutes != 5 || c.Status != "running" {
+		t.Errorf("container = %+v", c)
+	}
+	added, err := client.Containers.Files.New(ctx(t), c.ID, openai.ContainerFileNewParams{
+		File: openai.File(strings.NewReader("print('hi')\n"), "hello.py", "text/x-python")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if added.Path != "/work/hello.py" || added.Source != "user" || added.Bytes != 12 {
+		t.Errorf("uploaded %+v", added)
+	}
+	list, err := client.Containers.Files.List(ctx(t), c.ID, openai.ContainerFileListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, cf := range list.Data {
+		paths = append(paths, cf.Path)
+	}
+	slices.Sort(paths)
+	if !slices.Equal(paths, []string{"/work/data.csv", "/work/hello.py"}) {
+		t.Errorf("container files %q", paths)
+	}
+	if err := client.Containers.Files.Delete(ctx(t), c.ID, added.ID); err != nil {
+		t.Fatal(err)
+	}
+	list, err = client.Containers.Files.List(ctx(t), c.ID, openai.ContainerFileListParams{})
+	if err != nil || len(list.Data) != 1 {
+		t.Errorf("after the delete: %d files (%v), want 1", len(list.Data), err)
+	}
+	if err := client.Containers.Delete(ctx(t), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Containers.Get(ctx(t), c.ID); err == nil {
+		t.Error("the deleted container is still there")
+	}
+}
+
+// A hostile or mistaken request gets OpenAI's error shape naming what to
+// change, never a crash.
+func TestResponsesBadRequests(t *testing.T) {
+	ts := newTestServer(t, llmtest.New(t))
+	for _, tt := range []struct{ name, body, param string }{
+		{"not json", `{"model":`, ""},
+		{"no tool", `{"model":"m","input":"hi"}`, "tools"},
+		{"unknown container", `{"model":"m","input":"hi","tools":[{"type":"code_interpreter","container":"cntr_nope"}]}`, "tools.container"},
+		{"unknown previous", `{"model":"m","input":"hi","previous_response_id":"resp_nope","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "previous_response_id"},
+		{"unknown file", `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-nope"}]}],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "input[0].content[0].file_id"},
+		{"empty input", `{"model":"m","input":"  ","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "input"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", ts.URL+"/v1/responses", strings.NewReader(tt.body))
+			req.Header.Set("Authorization", "Bearer "+aliceKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got struct {
+				Error struct {
+					Message string  `json:"message"`
+					Param   *string `json:"param"`
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			param := ""
+			if got.Error.Param != nil {
+				param = *got.Error.Param
+			}
+			if resp.StatusCode != http.StatusBadRequest || got.Error.Message == "" || param != tt.param {
+				t.Errorf("%d, %+v (param %q); want 400 naming %q", resp.StatusCode, got.Error, param, tt.param)
+			}
+		})
+	}
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
