@@ -224,11 +224,17 @@ func (a *Agent) Upload(ctx context.Context, name string, r io.Reader) error {
 // returned error is set when the turn ended in error or was cancelled;
 // Result is filled in either way.
 func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Result, error) {
+	return a.run(ctx, send, func(send func(Event)) { a.addQuestion(question, send) })
+}
+
+// run runs a turn whose start adds to the history what the model is to
+// read first.
+func (a *Agent) run(ctx context.Context, send func(Event), start func(send func(Event))) (Result, error) {
 	if send == nil {
 		send = func(Event) {}
 	}
 	a.notices = nil
-	res, err := a.turn(ctx, question, send)
+	res, err := a.turn(ctx, start, send)
 	res.Notices = a.notices
 	switch {
 	case err == nil:
@@ -273,7 +279,7 @@ func (a *Agent) closeUnanswered(note string) {
 	a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: note})
 }
 
-func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Result, error) {
+func (a *Agent) turn(ctx context.Context, start func(send func(Event)), send func(Event)) (Result, error) {
 	var res Result
 	files, err := a.list(ctx)
 	if err != nil {
@@ -283,14 +289,7 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(Visible(files))})
 		a.uploaded = nil
 	}
-	a.turnStart = len(a.history)
-	notes := a.notes
-	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
-	// What the model is told about its session (restarted, a new sandbox)
-	// the user is told too.
-	for _, n := range notes {
-		a.notice(send, n)
-	}
+	start(send)
 	// Saved before the first model call, so that a request that fails, or
 	// a terp killed while it waits, leaves a conversation that says what
 	// was asked.
@@ -394,6 +393,19 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 // EmptyReplyNudge is sent, once per turn, when the model replies with
 // neither text nor a tool call.
 const EmptyReplyNudge = "Your reply was empty. Answer the question in plain text, or call run_python to compute what you need."
+
+// addQuestion adds a question to the history, with what the model must hear
+// before it, and tells the user what the model is told.
+func (a *Agent) addQuestion(question string, send func(Event)) {
+	a.turnStart = len(a.history)
+	notes := a.notes
+	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
+	// What the model is told about its session (restarted, a new sandbox)
+	// the user is told too.
+	for _, n := range notes {
+		a.notice(send, n)
+	}
+}
 
 // withUploads tells the model about files uploaded since it last heard, and
 // anything else queued with Note.
