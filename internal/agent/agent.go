@@ -54,6 +54,11 @@ type Config struct {
 	// MaxTokens and MaxTime cap one turn (0: no cap); see budget.go.
 	MaxTokens int
 	MaxTime   time.Duration
+	// ClientTools are function tools the caller runs itself, offered to
+	// the model beside run_python (see client.go); SetClientTools changes
+	// them between turns. A set that SetClientTools would refuse fails
+	// every turn with its error.
+	ClientTools []llm.Tool
 }
 
 // Checkpoint is the state of a conversation after a completed step.
@@ -79,10 +84,16 @@ const (
 	// or Config.MaxTime without an answer.
 	TokenBudget StopReason = "token_budget"
 	TimeBudget  StopReason = "time_budget"
+	// ClientToolCalls ends a turn whose model called client tools
+	// (Config.ClientTools): Result.ClientCalls wait for the caller's
+	// outputs, which Continue takes.
+	ClientToolCalls StopReason = "client_tool_calls"
 )
 
 // Result is the outcome of one turn.
 type Result struct {
+	// Answer is the model's answer; with ClientToolCalls, the text it
+	// wrote beside its calls, often none.
 	Answer     string
 	StopReason StopReason
 	// Steps counts the model requests this turn made.
@@ -94,6 +105,9 @@ type Result struct {
 	// Notices are the turn's Notice texts: what the user should know that
 	// did not end it.
 	Notices []string
+	// ClientCalls are the client tool calls the turn ended on
+	// (ClientToolCalls), in the order the model made them.
+	ClientCalls []llm.ToolCall
 }
 
 // Agent holds one conversation: its history, its sandbox and what it knows of
@@ -129,6 +143,10 @@ type Agent struct {
 	sent      int
 	// notices are this turn's Notice texts, for Result.
 	notices []string
+	// pending are the client tool calls that wait for the caller's
+	// outputs; clientErr is what is wrong with Config.ClientTools.
+	pending   []llm.ToolCall
+	clientErr error
 }
 
 type stamp struct {
@@ -149,7 +167,7 @@ func New(model Completer, sbx sandbox.Sandbox, runner kernel.Runner, cfg Config)
 		cfg.Dialect = llm.DialectAuto
 	}
 	return &Agent{model: model, sbx: sbx, runner: runner, cfg: cfg, stamps: map[string]stamp{},
-		dialect: cfg.Dialect, window: newWindow(cfg)}
+		dialect: cfg.Dialect, window: newWindow(cfg), clientErr: checkClientTools(cfg.ClientTools)}
 }
 
 // SetModel switches the model for the following turns; the history is kept.
@@ -170,8 +188,11 @@ func (a *Agent) Restore(ctx context.Context, history []llm.Message, usage llm.Us
 	a.history = append([]llm.Message(nil), history...)
 	a.usage, a.steps = usage, steps
 	a.calledTool = calledTool(a.history)
-	// A turn saved without its end (terp killed or cancelled mid-turn) is
-	// closed as Ask closes one.
+	a.turnStart = lastQuestion(a.history)
+	// A turn that ended on client tool calls waits for Continue; one saved
+	// without its end (terp killed or cancelled mid-turn) is closed as Ask
+	// closes one.
+	a.pending = pendingCalls(a.history)
 	a.closeUnanswered(unansweredNotes[""])
 	return a.snapshot(ctx, nil)
 }
@@ -222,13 +243,23 @@ func (a *Agent) Upload(ctx context.Context, name string, r io.Reader) error {
 // OutputDelta events come from another goroutine than the rest (the
 // runner's), while the code runs: send must not wait long for them. The
 // returned error is set when the turn ended in error or was cancelled;
-// Result is filled in either way.
+// Result is filled in either way. Client tool calls still pending are
+// closed first, as calls the client gave no result for.
 func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Result, error) {
+	return a.run(ctx, send, func(send func(Event)) {
+		a.closePending()
+		a.addQuestion(question, send)
+	})
+}
+
+// run runs a turn whose start adds to the history what the model is to
+// read first: Ask's question, Continue's outputs.
+func (a *Agent) run(ctx context.Context, send func(Event), start func(send func(Event))) (Result, error) {
 	if send == nil {
 		send = func(Event) {}
 	}
 	a.notices = nil
-	res, err := a.turn(ctx, question, send)
+	res, err := a.turn(ctx, start, send)
 	res.Notices = a.notices
 	switch {
 	case err == nil:
@@ -239,7 +270,7 @@ func (a *Agent) Ask(ctx context.Context, question string, send func(Event)) (Res
 		res.StopReason = Errored
 		send(Failed{Err: err})
 	}
-	if res.StopReason != Answered {
+	if res.StopReason != Answered && res.StopReason != ClientToolCalls {
 		a.closeUnanswered(unansweredNotes[res.StopReason])
 	}
 	return res, err
@@ -261,10 +292,11 @@ var unansweredNotes = map[StopReason]string{
 // the next question would follow this one, or its tool results, directly,
 // and some Mistral and Llama chat templates reject a history whose user and
 // assistant turns do not alternate; the note also tells the model why the
-// question went unanswered.
+// question went unanswered. Client calls that are pending wait for their
+// outputs: the history is left open for them.
 func (a *Agent) closeUnanswered(note string) {
 	n := len(a.history)
-	if n == 0 {
+	if n == 0 || len(a.pending) > 0 {
 		return
 	}
 	if last := a.history[n-1]; last.Role == llm.RoleSystem || (last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0) {
@@ -273,8 +305,11 @@ func (a *Agent) closeUnanswered(note string) {
 	a.history = append(a.history, llm.Message{Role: llm.RoleAssistant, Content: note})
 }
 
-func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Result, error) {
+func (a *Agent) turn(ctx context.Context, start func(send func(Event)), send func(Event)) (Result, error) {
 	var res Result
+	if a.clientErr != nil {
+		return res, a.clientErr
+	}
 	files, err := a.list(ctx)
 	if err != nil {
 		return res, err
@@ -283,14 +318,7 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(Visible(files))})
 		a.uploaded = nil
 	}
-	a.turnStart = len(a.history)
-	notes := a.notes
-	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
-	// What the model is told about its session (restarted, a new sandbox)
-	// the user is told too.
-	for _, n := range notes {
-		a.notice(send, n)
-	}
+	start(send)
 	// Saved before the first model call, so that a request that fails, or
 	// a terp killed while it waits, leaves a conversation that says what
 	// was asked.
@@ -346,7 +374,15 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 			send(Answer{Text: res.Answer})
 			return res, a.checkpoint(true)
 		}
+		// Client calls are the caller's to run: they are announced, and
+		// wait for Continue once terp's own calls have run.
+		var clients []llm.ToolCall
 		for i, call := range reply.ToolCalls {
+			if a.isClientTool(call.Name) {
+				send(ToolCall{Step: step, ID: call.ID, Name: call.Name, Arguments: call.Arguments})
+				clients = append(clients, call)
+				continue
+			}
 			out, err := a.runCall(ctx, step, call, send)
 			if err != nil {
 				// Every call gets a tool message, or the history a chat
@@ -357,9 +393,13 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 					a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: out.content})
 					rest = rest[1:]
 				}
-				for _, c := range rest {
+				for _, c := range append(clients, rest...) {
+					why := "not run to the end: "
+					if a.isClientTool(c.Name) {
+						why = "not passed to the client: "
+					}
 					a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID,
-						Content: mustJSON(toolError{Error: "not run to the end: " + err.Error()})})
+						Content: mustJSON(toolError{Error: why + err.Error()})})
 				}
 				// The step is whole now, so it is saved: a conversation
 				// continued later tells the model what the run printed.
@@ -375,6 +415,15 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 				res.Files = appendFile(res.Files, where, f)
 			}
 			a.history = append(a.history, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: out.content})
+		}
+		if len(clients) > 0 {
+			// The step is saved with its calls open, so that a stored
+			// conversation can go on with their outputs; the question is
+			// not done until the model answers it.
+			a.pending = clients
+			res.StopReason, res.ClientCalls = ClientToolCalls, slices.Clone(clients)
+			res.Answer = strings.TrimSpace(reply.Content)
+			return res, a.checkpoint(false)
 		}
 		if err := a.checkpoint(false); err != nil {
 			return res, err
@@ -395,6 +444,19 @@ func (a *Agent) turn(ctx context.Context, question string, send func(Event)) (Re
 // neither text nor a tool call.
 const EmptyReplyNudge = "Your reply was empty. Answer the question in plain text, or call run_python to compute what you need."
 
+// addQuestion adds a question to the history, with what the model must hear
+// before it, and tells the user what the model is told.
+func (a *Agent) addQuestion(question string, send func(Event)) {
+	a.turnStart = len(a.history)
+	notes := a.notes
+	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
+	// What the model is told about its session (restarted, a new sandbox)
+	// the user is told too.
+	for _, n := range notes {
+		a.notice(send, n)
+	}
+}
+
 // withUploads tells the model about files uploaded since it last heard, and
 // anything else queued with Note.
 func (a *Agent) withUploads(question string) string {
@@ -412,6 +474,9 @@ func (a *Agent) withUploads(question string) string {
 	a.uploaded, a.notes = nil, nil
 	if len(pre) == 0 {
 		return question
+	}
+	if question == "" {
+		return strings.Join(pre, "\n")
 	}
 	return strings.Join(pre, "\n") + "\n\n" + question
 }

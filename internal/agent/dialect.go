@@ -23,12 +23,12 @@ func (a *Agent) request() llm.Request {
 	msgs := a.history
 	if a.dialect == llm.DialectText && len(msgs) > 0 && msgs[0].Role == llm.RoleSystem {
 		msgs = append([]llm.Message(nil), msgs...)
-		msgs[0].Content += "\n\n" + textModePrompt
+		msgs[0].Content += "\n\n" + textModePrompt + clientToolsPrompt(a.cfg.ClientTools)
 	}
 	return llm.Request{
 		Model:    a.cfg.Model,
 		Messages: msgs,
-		Tools:    tools(a.cfg.ExecMode, a.cfg.Network),
+		Tools:    append(tools(a.cfg.ExecMode, a.cfg.Network), a.cfg.ClientTools...),
 		Dialect:  a.dialect,
 		CodeTool: ToolName,
 		// A model that has never called the tool may be one that cannot:

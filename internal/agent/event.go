@@ -27,13 +27,18 @@ type TextDelta struct{ Text string }
 // treated as the answer and never sent back to the model.
 type ReasoningDelta struct{ Text string }
 
-// ToolCall announces code the model asked to run.
+// ToolCall announces code the model asked to run, or a call to one of the
+// caller's client tools (Config.ClientTools), which terp does not run: no
+// ToolOutput follows that one.
 type ToolCall struct {
 	Step int
 	ID   string
 	Name string
-	// Code is the Python source, empty when the arguments were unusable.
+	// Code is the Python source, empty when the arguments were unusable
+	// and for a client tool's call.
 	Code string
+	// Arguments are a client tool call's, the JSON text the model sent.
+	Arguments string
 }
 
 // OutputDelta is a piece of what the running code printed, as it prints it,

@@ -129,6 +129,13 @@ func mustJSON(v any) string {
 // (see stoppedRun); otherwise the outcome is empty.
 func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send func(Event)) (callOutcome, error) {
 	code, problem := parseCall(call)
+	if call.Name != ToolName && len(a.cfg.ClientTools) > 0 {
+		names := []string{ToolName}
+		for _, t := range a.cfg.ClientTools {
+			names = append(names, t.Name)
+		}
+		problem = fmt.Sprintf("unknown tool %q: the tools are %s", call.Name, strings.Join(names, ", "))
+	}
 	send(ToolCall{Step: step, ID: call.ID, Name: call.Name, Code: code})
 	if problem != "" {
 		send(ToolOutput{Step: step, ID: call.ID, Error: problem})
