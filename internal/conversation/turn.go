@@ -52,6 +52,16 @@ func (f File) SandboxPath() string { return path.Join(sandbox.WorkDir, f.Name) }
 // context was cancelled: they are the user's results. A turn's error comes
 // back with the Turn filled in as far as it got.
 func (c *Conversation) Ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
+	return c.runTurn(ctx, send, func(ctx context.Context, send func(agent.Event)) (agent.Result, error) {
+		return c.agent.Ask(ctx, question, send)
+	})
+}
+
+// runTurn runs a turn the agent's call starts (Ask's, or Continue's), with
+// one lifecycle for both: one turn at a time, what happened since the last
+// turn heard first, the sandbox readied and let go, the files downloaded,
+// the warnings gathered.
+func (c *Conversation) runTurn(ctx context.Context, send func(agent.Event), call func(context.Context, func(agent.Event)) (agent.Result, error)) (Turn, error) {
 	if !c.turn.TryLock() {
 		return Turn{Result: agent.Result{StopReason: agent.Errored}}, ErrBusy
 	}
@@ -73,16 +83,17 @@ func (c *Conversation) Ask(ctx context.Context, question string, send func(agent
 		c.warnMu.Unlock()
 	}()
 
-	turn, err := c.ask(ctx, question, send)
+	turn, err := c.runAgent(ctx, send, call)
 	turn.Warnings = append(append([]string(nil), turn.Result.Notices...), c.Warnings()...)
 	return turn, err
 }
 
-func (c *Conversation) ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
+// runAgent runs the agent's call on a ready sandbox, then the downloads.
+func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), call func(context.Context, func(agent.Event)) (agent.Result, error)) (Turn, error) {
 	if err := c.begin(ctx); err != nil {
 		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
 	}
-	res, err := c.agent.Ask(ctx, question, send)
+	res, err := call(ctx, send)
 	c.end()
 	turn := Turn{Result: res}
 	if c.keepFiles {

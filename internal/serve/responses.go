@@ -59,7 +59,25 @@ type inputItem struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 	CallID  string          `json:"call_id"`
-	Output  string          `json:"output"`
+	Output  json.RawMessage `json:"output"`
+}
+
+// outputText is a function_call_output's output: a string, or parts whose
+// text is joined.
+func (it inputItem) outputText() (string, bool) {
+	var s string
+	if json.Unmarshal(it.Output, &s) == nil {
+		return s, true
+	}
+	var parts []inputPart
+	if json.Unmarshal(it.Output, &parts) != nil {
+		return "", false
+	}
+	var texts []string
+	for _, p := range parts {
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n"), true
 }
 
 // inputPart is one part of a message's content.
@@ -194,10 +212,14 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
 // files to put in /work first, and the container to run in.
 type turnRequest struct {
 	question string
-	files    []namedFile
-	prev     *storedResponse
-	cont     *container
-	outputs  bool // include code_interpreter_call.outputs
+	// outputs answer the function calls the last response ended on.
+	outputs []agent.ClientOutput
+	// tools are the client's function tools.
+	tools []llm.Tool
+	files []namedFile
+	prev  *storedResponse
+	cont  *container
+	logs  bool // include code_interpreter_call.outputs
 }
 
 type namedFile struct {
@@ -220,7 +242,8 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	c := tr.cont
 	c.touch()
 	defer c.touch()
-	if err := s.prepare(r.Context(), c, tr, &req); err != nil {
+	err := s.prepare(r.Context(), c, tr, &req)
+	if err != nil {
 		conversationError(w, err)
 		return
 	}
@@ -241,7 +264,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if tr.prev != nil {
 		resp.PreviousResponseID = &req.PreviousResponseID
 	}
-	b := &outputBuilder{resp: &resp, container: c, outputs: tr.outputs, baseURL: baseURL(r)}
+	b := &outputBuilder{resp: &resp, container: c, outputs: tr.logs, baseURL: baseURL(r)}
 	if req.Stream {
 		sse, ok := newSSE(w)
 		if !ok {
@@ -251,7 +274,12 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		b.sse = sse
 	}
 	b.start()
-	turn, err := c.conv.Ask(r.Context(), tr.question, b.handle)
+	var turn conversation.Turn
+	if len(tr.outputs) > 0 {
+		turn, err = c.conv.Continue(r.Context(), tr.outputs, tr.question, b.handle)
+	} else {
+		turn, err = c.conv.Ask(r.Context(), tr.question, b.handle)
+	}
 	b.finish(turn, err)
 	if r.Context().Err() != nil {
 		return // the client is gone: nobody to answer
@@ -271,12 +299,21 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 
 // readTurn checks a request and finds or makes its container.
 func (s *Server) readTurn(ctx context.Context, owner string, req *responseRequest) (*turnRequest, *paramError) {
-	tr := &turnRequest{outputs: slices.Contains(req.Include, "code_interpreter_call.outputs")}
+	tr := &turnRequest{logs: slices.Contains(req.Include, "code_interpreter_call.outputs")}
 	var tool *toolSpec
 	for i := range req.Tools {
-		switch req.Tools[i].Type {
+		switch t := req.Tools[i]; t.Type {
 		case "code_interpreter":
 			tool = &req.Tools[i]
+		case "function":
+			if t.Name == "" {
+				return nil, badParam(fmt.Sprintf("tools[%d].name", i), "a function tool has a name")
+			}
+			params := t.Parameters
+			if len(params) == 0 || string(params) == "null" {
+				params = json.RawMessage(`{"type":"object","properties":{}}`)
+			}
+			tr.tools = append(tr.tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: params})
 		default:
 			return nil, badParam("tools", fmt.Sprintf("terp serve runs the code_interpreter tool; a %q tool is not supported yet", req.Tools[i].Type))
 		}
@@ -284,12 +321,15 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 	if tool == nil {
 		return nil, badParam("tools", `give the code_interpreter tool: "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]`)
 	}
-	q, files, perr := s.readInput(owner, req.Input)
+	q, files, outputs, perr := s.readInput(owner, req.Input)
 	if perr != nil {
 		return nil, perr
 	}
-	tr.question, tr.files = q, files
-	if req.Instructions != "" {
+	tr.question, tr.files, tr.outputs = q, files, outputs
+	if len(outputs) > 0 && req.PreviousResponseID == "" {
+		return nil, badParam("previous_response_id", "function_call_output items continue a response: give its id as previous_response_id")
+	}
+	if req.Instructions != "" && tr.question != "" {
 		tr.question = "(Instructions for this conversation: " + req.Instructions + ")\n\n" + tr.question
 	}
 	if req.PreviousResponseID != "" {
@@ -339,38 +379,52 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 	if req.Model != "" {
 		tr.cont.conv.SetModel(req.Model)
 	}
+	if err := tr.cont.conv.SetClientTools(tr.tools); err != nil {
+		return nil, badParam("tools", err.Error())
+	}
 	return tr, nil
 }
 
 // readInput turns input (a string, or an array of items) into the question
 // and the files it attaches.
-func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFile, *paramError) {
+func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFile, []agent.ClientOutput, *paramError) {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		if strings.TrimSpace(text) == "" {
-			return "", nil, badParam("input", "input is empty")
+			return "", nil, nil, badParam("input", "input is empty")
 		}
-		return text, nil, nil
+		return text, nil, nil, nil
 	}
 	var items []inputItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return "", nil, badParam("input", "input is a string or an array of input items")
+		return "", nil, nil, badParam("input", "input is a string or an array of input items")
 	}
 	var lines []string
 	var files []namedFile
+	var outputs []agent.ClientOutput
 	for i, it := range items {
 		switch {
 		case it.Type == "function_call_output":
-			return "", nil, badParam(fmt.Sprintf("input[%d]", i), "function tools are not supported yet")
+			if it.CallID == "" {
+				return "", nil, nil, badParam(fmt.Sprintf("input[%d].call_id", i), "a function_call_output names the call_id it answers")
+			}
+			out, ok := it.outputText()
+			if !ok {
+				return "", nil, nil, badParam(fmt.Sprintf("input[%d].output", i), "a function_call_output's output is a string or an array of text parts")
+			}
+			outputs = append(outputs, agent.ClientOutput{CallID: it.CallID, Output: out})
+			continue
+		case it.Type == "function_call":
+			continue // the call being answered, as the client echoes it
 		case it.Type != "" && it.Type != "message":
-			return "", nil, badParam(fmt.Sprintf("input[%d].type", i), fmt.Sprintf("input items of type %q are not supported", it.Type))
+			return "", nil, nil, badParam(fmt.Sprintf("input[%d].type", i), fmt.Sprintf("input items of type %q are not supported", it.Type))
 		}
 		var parts []inputPart
 		var plain string
 		if json.Unmarshal(it.Content, &plain) == nil {
 			parts = []inputPart{{Type: "input_text", Text: plain}}
 		} else if err := json.Unmarshal(it.Content, &parts); err != nil {
-			return "", nil, badParam(fmt.Sprintf("input[%d].content", i), "content is a string or an array of parts")
+			return "", nil, nil, badParam(fmt.Sprintf("input[%d].content", i), "content is a string or an array of parts")
 		}
 		var said []string
 		for j, p := range parts {
@@ -381,11 +435,11 @@ func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFi
 			case "input_file":
 				f, perr := s.inputFile(owner, p, param)
 				if perr != nil {
-					return "", nil, perr
+					return "", nil, nil, perr
 				}
 				files = append(files, f)
 			default:
-				return "", nil, badParam(param+".type", fmt.Sprintf("content parts of type %q are not supported; send text, or files as input_file", p.Type))
+				return "", nil, nil, badParam(param+".type", fmt.Sprintf("content parts of type %q are not supported; send text, or files as input_file", p.Type))
 			}
 		}
 		body := strings.Join(said, "\n")
@@ -397,17 +451,18 @@ func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFi
 		case "assistant":
 			lines = append(lines, "(You answered earlier: "+body+")")
 		default:
-			return "", nil, badParam(fmt.Sprintf("input[%d].role", i), fmt.Sprintf("role %q is not one of user, assistant, system, developer", it.Role))
+			return "", nil, nil, badParam(fmt.Sprintf("input[%d].role", i), fmt.Sprintf("role %q is not one of user, assistant, system, developer", it.Role))
 		}
 	}
 	q := strings.TrimSpace(strings.Join(lines, "\n\n"))
-	if q == "" {
-		if len(files) == 0 {
-			return "", nil, badParam("input", "input has no text")
-		}
+	switch {
+	case q != "" || len(outputs) > 0:
+	case len(files) > 0:
 		q = "Look at the files I uploaded."
+	default:
+		return "", nil, nil, badParam("input", "input has no text")
 	}
-	return q, files, nil
+	return q, files, outputs, nil
 }
 
 // inputFile is an input_file part: an uploaded file by id, or inline data.
@@ -513,6 +568,10 @@ func (b *outputBuilder) handle(e agent.Event) {
 	defer b.mu.Unlock()
 	switch e := e.(type) {
 	case agent.ToolCall:
+		if e.Name != agent.ToolName {
+			b.functionCall(e)
+			return
+		}
 		item := &codeCall{Type: "code_interpreter_call", ID: newID("ci_"), Status: "in_progress", Code: e.Code,
 			ContainerID: b.container.ID}
 		idx := len(b.resp.Output)
@@ -540,6 +599,29 @@ func (b *outputBuilder) handle(e agent.Event) {
 		b.emit("response.code_interpreter_call.completed", map[string]any{"output_index": idx, "item_id": item.ID})
 		b.emit("response.output_item.done", map[string]any{"output_index": idx, "item": item})
 	}
+}
+
+// functionCall adds a call of one of the client's function tools, which the
+// client runs and answers with a function_call_output.
+func (b *outputBuilder) functionCall(e agent.ToolCall) {
+	item := &functionCallItem{Type: "function_call", ID: newID("fc_"), CallID: e.ID, Name: e.Name, Arguments: e.Arguments, Status: "in_progress"}
+	idx := len(b.resp.Output)
+	b.resp.Output = append(b.resp.Output, item)
+	b.emit("response.output_item.added", map[string]any{"output_index": idx, "item": item})
+	b.emit("response.function_call_arguments.delta", map[string]any{"output_index": idx, "item_id": item.ID, "delta": e.Arguments})
+	b.emit("response.function_call_arguments.done", map[string]any{"output_index": idx, "item_id": item.ID, "arguments": e.Arguments})
+	item.Status = "completed"
+	b.emit("response.output_item.done", map[string]any{"output_index": idx, "item": item})
+}
+
+// functionCallItem is a function_call output item.
+type functionCallItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
 }
 
 // codeOutputs are a run's logs and the images it saved.

@@ -403,3 +403,54 @@ func TestResponsesBadRequests(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// A function tool the client defines passes through: the model's call ends
+// the response with a function_call item, and the client's output
+// continues it to the answer.
+func TestResponsesFunctionToolPassesThrough(t *testing.T) {
+	s := llmtest.New(t,
+		func(req llmtest.Request) llmtest.Reply {
+			if len(req.Tools) != 2 || req.Tools[1].Function.Name != "get_weather" {
+				t.Errorf("the model is offered %+v; want run_python and get_weather", req.Tools)
+			}
+			return llmtest.Reply{Calls: []llmtest.Call{{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
+		},
+		func(req llmtest.Request) llmtest.Reply {
+			last := req.Messages[len(req.Messages)-1]
+			if last.Role != "tool" || last.Content != "sunny, 21 C" {
+				t.Errorf("the model got %+v; want the client's output", last)
+			}
+			return llmtest.Answer("Paris: " + last.Content)
+		})
+	ts := newTestServer(t, s)
+	client := ts.client(aliceKey)
+	weather := responses.ToolParamOfFunction("get_weather", map[string]any{
+		"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}, false)
+	tools := []responses.ToolUnionParam{codeInterpreter(), weather}
+	first, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model", Tools: tools,
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call responses.ResponseFunctionToolCall
+	for _, item := range first.Output {
+		if item.Type == "function_call" {
+			call = item.AsFunctionCall()
+		}
+	}
+	if call.Name != "get_weather" || call.Arguments != `{"city":"Paris"}` || call.CallID == "" {
+		t.Fatalf("function_call = %+v (output %s)", call, first.RawJSON())
+	}
+	second, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model", Tools: tools,
+		PreviousResponseID: openai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+				CallID: openai.String(call.CallID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String("sunny, 21 C")}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.OutputText() != "Paris: sunny, 21 C" {
+		t.Errorf("answered %q", second.OutputText())
+	}
+}
