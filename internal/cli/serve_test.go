@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
+)
+
+// terp serve refuses to start unsafely, saying what to do: without keys,
+// with --no-auth off loopback, with a keys file it cannot use.
+func TestServeRefusesToStartUnsafely(t *testing.T) {
+	dir := terptest.TempDir(t)
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("# keys\nalice sk-short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	twice := filepath.Join(dir, "twice")
+	if err := os.WriteFile(twice, []byte("alice 0123456789abcdef0\nbob 0123456789abcdef0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no keys", []string{"serve"}, "set TERP_SERVE_KEY, give --keys-file PATH, or --no-auth"},
+		{"no-auth off loopback", []string{"serve", "--no-auth", "--listen", "0.0.0.0:8080"}, "allowed on a loopback address only"},
+		{"short key", []string{"serve", "--keys-file", short}, short + ":2: the key of alice is shorter than 16 characters"},
+		{"shared key", []string{"serve", "--keys-file", twice}, twice + ":2: bob has the key of alice"},
+		{"missing keys file", []string{"serve", "--keys-file", filepath.Join(dir, "nope")}, "cannot read the keys file"},
+		{"both", []string{"serve", "--keys-file", short, "--no-auth"}, "contradict"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := terp(t, nil, "", tt.args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit 2 saying %q", r.code, r.stderr, tt.want)
+			}
+		})
+	}
+}
+
+// lockedBuffer is a buffer the server's log writes to while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// terp serve, as a user starts it, answers a Responses request with a code
+// interpreter on the real local sandbox, and on Ctrl+C stops and keeps the
+// container's conversation for terp sessions.
+func TestServeAnswersAndStops(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print(sum(range(101)))")), answerFromTool(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	home := terptest.TempDir(t)
+	env := serverEnv(s)
+	env["TERP_SERVE_KEY"], env["XDG_DATA_HOME"], env["HOME"] = key, filepath.Join(home, "data"), home
+	var errOut lockedBuffer
+	f := NewFactory()
+	f.IO = IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}
+	f.Getenv = func(k string) string { return env[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- Run(ctx, f, []string{"serve", "--listen", addr}) }()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(errOut.String(), "serving the OpenAI API on http://"+addr); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", errOut.String())
+		}
+	}
+	body := `{"model": "test-model", "input": "Sum 0..100.", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}`
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/responses", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Status string `json:"status"`
+		Output []struct {
+			Type    string `json:"type"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if err != nil || got.Status != "completed" {
+		t.Fatalf("%d %+v %v\n%s", resp.StatusCode, got, err, errOut.String())
+	}
+	last := got.Output[len(got.Output)-1]
+	if last.Type != "message" || !strings.Contains(last.Content[0].Text, "5050") {
+		t.Errorf("the answer is %+v; want one computed by the code (5050)", last)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 || !strings.Contains(errOut.String(), "the containers' conversations are paused") {
+			t.Errorf("after Ctrl+C: exit %d\n%s", c, errOut.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not stop")
+	}
+	ls := terp(t, env, "", "sessions", "ls", "--json")
+	if ls.code != 0 || !strings.Contains(ls.stdout, `"origin": "serve"`) && !strings.Contains(ls.stdout, `"origin":"serve"`) {
+		t.Errorf("the container's conversation is not kept: exit %d\n%s%s", ls.code, ls.stdout, ls.stderr)
+	}
+}
