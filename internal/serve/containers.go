@@ -35,6 +35,7 @@ type container struct {
 
 	mu         sync.Mutex
 	lastActive time.Time
+	busy       int // responses running in it, which hold off its expiry
 	// ids and paths name the files of /work for the API: a file keeps its
 	// id for the container's life. user marks the ones a client uploaded.
 	ids   map[string]string // path -> id
@@ -88,8 +89,24 @@ func (c *container) touch() {
 func (c *container) expired(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return now.Sub(c.lastActive) > time.Duration(c.Minutes)*time.Minute
+	return c.busy == 0 && now.Sub(c.lastActive) > time.Duration(c.Minutes)*time.Minute
 }
+
+// use marks a response running in c until the returned func is called.
+func (c *container) use() (done func()) {
+	c.mu.Lock()
+	c.busy++
+	c.lastActive = time.Now()
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.busy--
+		c.lastActive = time.Now()
+		c.mu.Unlock()
+	}
+}
+
+
 
 // fileID is the id of the file at p (relative to /work), made on first sight.
 func (c *container) fileID(p string) string {
@@ -164,6 +181,18 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 		// own default.
 		cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkNone), nil
 	}
+	s.mu.Lock()
+	live := 0
+	for _, other := range s.containers {
+		if other.Owner == owner {
+			live++
+		}
+	}
+	s.mu.Unlock()
+	if live >= s.cfg.MaxContainers {
+		return nil, &paramError{status: http.StatusTooManyRequests, param: "container",
+			message: fmt.Sprintf("this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", live)}
+	}
 	var files []fileObject
 	for _, id := range opts.FileIDs {
 		f, ok := s.files.get(owner, id)
@@ -205,6 +234,8 @@ func memoryName(n int64) string {
 type paramError struct {
 	param, message string
 	err            error
+	// status is 400 unless set.
+	status int
 }
 
 func badParam(param, message string) *paramError { return &paramError{param: param, message: message} }
@@ -212,6 +243,10 @@ func badParam(param, message string) *paramError { return &paramError{param: par
 func (e *paramError) answer(w http.ResponseWriter) {
 	if e.err != nil {
 		conversationError(w, e.err)
+		return
+	}
+	if e.status != 0 {
+		writeError(w, e.status, "invalid_request_error", "", e.message, e.param)
 		return
 	}
 	badRequest(w, e.param, "%s", e.message)
@@ -319,12 +354,9 @@ func (s *Server) removeContainer(ctx context.Context, c *container) error {
 	return s.cfg.Conversations.Remove(ctx, s.cfg.Settings, rec)
 }
 
-// expiryTick is how often containers past their expiry are looked for.
-var expiryTick = 30 * time.Second
-
 func (s *Server) expireLoop() {
 	defer s.done.Done()
-	t := time.NewTicker(expiryTick)
+	t := time.NewTicker(s.cfg.ExpiryTick)
 	defer t.Stop()
 	for {
 		select {

@@ -182,6 +182,23 @@ type storedResponse struct {
 	object    responseObject
 }
 
+// maxResponses bounds the responses kept per key; past it the oldest are
+// forgotten, as each holds a whole history.
+const maxResponses = 1000
+
+// keep stores sr for GET and previous_response_id.
+func (s *Server) keep(sr *storedResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.responses[sr.object.ID] = sr
+	order := append(s.order[sr.owner], sr.object.ID)
+	for len(order) > maxResponses {
+		delete(s.responses, order[0])
+		order = order[1:]
+	}
+	s.order[sr.owner] = order
+}
+
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	sr := s.responses[r.PathValue("id")]
@@ -240,8 +257,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := tr.cont
-	c.touch()
-	defer c.touch()
+	defer c.use()()
 	err := s.prepare(r.Context(), c, tr, &req)
 	if err != nil {
 		conversationError(w, err)
@@ -285,9 +301,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return // the client is gone: nobody to answer
 	}
 	if resp.Store {
-		s.mu.Lock()
-		s.responses[resp.ID] = &storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp}
-		s.mu.Unlock()
+		s.keep(&storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp})
 	}
 	c.mu.Lock()
 	c.last = resp.ID

@@ -38,10 +38,11 @@ const (
 // scripted model s, over real HTTP.
 type testServer struct {
 	*httptest.Server
-	srv *Server
+	srv   *Server
+	store *store.Store
 }
 
-func newTestServer(t *testing.T, s *llmtest.Server) *testServer {
+func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *testServer {
 	t.Helper()
 	dir := terptest.TempDir(t)
 	st, err := store.Open(filepath.Join(dir, "data"))
@@ -59,8 +60,12 @@ func newTestServer(t *testing.T, s *llmtest.Server) *testServer {
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
 		NewModel:   func(c *config.Config) agent.Completer { return llm.New(llm.Config{BaseURL: c.BaseURL}) },
 	})
-	srv, err := New(Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys: map[string]string{aliceKey: "alice", bobKey: "bob"}})
+	sc := Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
+		Keys: map[string]string{aliceKey: "alice", bobKey: "bob"}}
+	for _, ch := range change {
+		ch(&sc)
+	}
+	srv, err := New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +74,7 @@ func newTestServer(t *testing.T, s *llmtest.Server) *testServer {
 		hs.Close()
 		srv.Close(context.Background())
 	})
-	return &testServer{Server: hs, srv: srv}
+	return &testServer{Server: hs, srv: srv, store: st}
 }
 
 // client is the official OpenAI Go SDK pointed at the server with key.
@@ -452,5 +457,68 @@ func TestResponsesFunctionToolPassesThrough(t *testing.T) {
 	}
 	if second.OutputText() != "Paris: sunny, 21 C" {
 		t.Errorf("answered %q", second.OutputText())
+	}
+}
+
+// A container unused for its expires_after minutes is removed with its
+// sandbox and conversation; one a response is running in is not.
+func TestContainersExpire(t *testing.T) {
+	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.ExpiryTick = 10 * time.Millisecond })
+	client := ts.client(aliceKey)
+	old, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "old",
+		ExpiresAfter: openai.ContainerNewParamsExpiresAfter{Anchor: "last_active_at", Minutes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "busy",
+		ExpiresAfter: openai.ContainerNewParamsExpiresAfter{Anchor: "last_active_at", Minutes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldConv := ts.srv.container("alice", old.ID).conv.ID
+	bc := ts.srv.container("alice", busy.ID)
+	bc.mu.Lock()
+	bc.busy++
+	bc.mu.Unlock()
+	// Both were last used two minutes ago; a response runs in busy.
+	for _, id := range []string{old.ID, busy.ID} {
+		c := ts.srv.container("alice", id)
+		if _, err := c.conv.Put(ctx(t), "kept.txt", strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		c.lastActive = time.Now().Add(-2 * time.Minute)
+		c.mu.Unlock()
+	}
+	stored := func() bool { _, err := ts.store.Load(oldConv); return err == nil }
+	for deadline := time.Now().Add(30 * time.Second); ts.srv.container("alice", old.ID) != nil || stored(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the expired container was never removed with its conversation (stored: %v)", stored())
+		}
+	}
+	if _, err := client.Containers.Get(ctx(t), old.ID); err == nil {
+		t.Error("the expired container is still served")
+	}
+	if _, err := client.Containers.Get(ctx(t), busy.ID); err != nil {
+		t.Errorf("the busy container expired: %v", err)
+	}
+}
+
+// A key may hold only so many live containers; past it, it is told why.
+func TestContainerCap(t *testing.T) {
+	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.MaxContainers = 2 })
+	alice, bob := ts.client(aliceKey), ts.client(bobKey)
+	for range 2 {
+		if _, err := alice.Containers.New(ctx(t), openai.ContainerNewParams{Name: "c"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := alice.Containers.New(ctx(t), openai.ContainerNewParams{Name: "one too many"})
+	var apiErr *openai.Error
+	if !errorsAs(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || !strings.Contains(apiErr.Message, "delete some") {
+		t.Errorf("the third container: %v; want 429 saying what to do", err)
+	}
+	if _, err := bob.Containers.New(ctx(t), openai.ContainerNewParams{Name: "bob's"}); err != nil {
+		t.Errorf("another key is held to alice's cap: %v", err)
 	}
 }

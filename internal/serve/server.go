@@ -49,6 +49,13 @@ type Config struct {
 	Upstream *http.Client
 	// Log receives one line per request; nil discards.
 	Log *slog.Logger
+	// MaxContainers bounds the live containers of one key (0: 64): each
+	// holds a sandbox, so a client that never deletes them nor lets them
+	// expire must not exhaust the machine.
+	MaxContainers int
+	// ExpiryTick is how often containers past their expiry are looked for
+	// (0: 30 s).
+	ExpiryTick time.Duration
 }
 
 // Server holds the state of a running `terp serve`.
@@ -60,6 +67,8 @@ type Server struct {
 	mu         sync.Mutex
 	containers map[string]*container
 	responses  map[string]*storedResponse
+	// order lists each key's stored responses, oldest first.
+	order map[string][]string
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -71,6 +80,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Upstream == nil {
 		cfg.Upstream = http.DefaultClient
 	}
+	if cfg.MaxContainers == 0 {
+		cfg.MaxContainers = 64
+	}
+	if cfg.ExpiryTick == 0 {
+		cfg.ExpiryTick = 30 * time.Second
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -78,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, files: files, containers: map[string]*container{}, responses: map[string]*storedResponse{},
+	s := &Server{cfg: cfg, files: files, containers: map[string]*container{}, responses: map[string]*storedResponse{}, order: map[string][]string{},
 		stop: make(chan struct{})}
 	s.mux = http.NewServeMux()
 	s.routes()
