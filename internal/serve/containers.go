@@ -106,8 +106,6 @@ func (c *container) use() (done func()) {
 	}
 }
 
-
-
 // fileID is the id of the file at p (relative to /work), made on first sight.
 func (c *container) fileID(p string) string {
 	c.mu.Lock()
