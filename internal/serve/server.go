@@ -49,6 +49,9 @@ type Config struct {
 	Upstream *http.Client
 	// Log receives one line per request; nil discards.
 	Log *slog.Logger
+
+	AliasSuffix string // a chat model named MODEL+AliasSuffix runs the code interpreter on MODEL; "" means DefaultAliasSuffix
+	Steps       string // where chat completions show the steps, one of StepsModes, unless a request's terp_steps says; "" means the first
 }
 
 // Server holds the state of a running `terp serve`.
