@@ -15,6 +15,7 @@ require (
 	github.com/moby/moby/client v0.6.2
 	github.com/moby/profiles/seccomp v0.3.0
 	github.com/muesli/termenv v0.16.0
+	github.com/openai/openai-go/v3 v3.98.0
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
@@ -56,7 +57,6 @@ require (
 	github.com/muesli/ansi v0.0.0-20230316100256-276c6243b2f6 // indirect
 	github.com/muesli/cancelreader v0.2.2 // indirect
 	github.com/muesli/reflow v0.3.0 // indirect
-	github.com/openai/openai-go/v3 v3.98.0 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/opencontainers/runtime-spec v1.2.1 // indirect

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,10 @@ type serveOptions struct {
 	listen   string
 	keysFile string
 	noAuth   bool
+	// aliasSuffix and steps are the chat completions' alias suffix and
+	// where they show the steps; see serve.Config.
+	aliasSuffix string
+	steps       string
 }
 
 // serveConfigFlags are the run flags that make sense for a server: not
@@ -37,13 +42,26 @@ var serveConfigFlags = batchConfigFlags
 func newCmdServe(f *Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
 	opts := &serveOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--keys-file PATH | --no-auth]",
+		Use:   "serve [--listen ADDR] [--keys-file PATH | --no-auth] [--alias-suffix SUFFIX] [--steps MODE]",
 		Short: "Serve the code interpreter as an OpenAI-compatible API for any open model",
 		Long: `Serve speaks the OpenAI API to its clients and runs the code interpreter for
 them: the Responses API with the code_interpreter tool, containers and files,
 in terp's sandboxes, with the model server terp is configured for (--base-url,
 --model) upstream. An app written for OpenAI's hosted code interpreter works
 against it by changing its base URL and key.
+
+Chat completions run the code interpreter when the request has the tool
+"tools": [{"type": "code_interpreter"}] (as LiteLLM sends it), or names a
+model with the alias suffix, MODEL+python, for clients that cannot add a
+tool (Open WebUI, Continue); /v1/models lists an alias for each model
+upstream, and --alias-suffix changes the suffix. The answer is one assistant
+message, with the container's id in the X-Terp-Container header: send it
+back to go on with the same variables and files. The steps (code and
+output) are shown in reasoning_content, which chat UIs fold as thinking, in
+the content before the answer, or not at all: --steps reasoning|content|none
+sets the default, a request's "terp_steps" field chooses for itself. Files
+the code saved are Markdown links to their content. Chat completions without
+the tool or an alias go to the model server as they are, streamed or not.
 
 Every request needs a bearer key: --keys-file names a file of "NAME KEY"
 lines (# starts a comment), or TERP_SERVE_KEY holds one key. A key sees only
@@ -68,6 +86,11 @@ See docs/serve.md for every endpoint.`,
 	fl.StringVar(&opts.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.StringVar(&opts.keysFile, "keys-file", "", "file of `PATH` with one \"NAME KEY\" per line: the keys clients may send")
 	fl.BoolVar(&opts.noAuth, "no-auth", false, "accept requests without a key (loopback addresses only)")
+	fl.StringVar(&opts.aliasSuffix, "alias-suffix", serve.DefaultAliasSuffix, "`SUFFIX` that makes a chat model name (MODEL+python) an alias that runs the code interpreter on MODEL")
+	fl.StringVar(&opts.steps, "steps", serve.StepsModes[0], "where chat completions show the steps (`MODE`: "+strings.Join(serve.StepsModes, ", ")+`); a request's "terp_steps" chooses for itself`)
+	if err := cmd.RegisterFlagCompletionFunc("steps", completeChoices(serve.StepsModes)); err != nil {
+		panic(err)
+	}
 	addConfigFlags(cmd, serveConfigFlags...)
 	return cmd
 }
@@ -142,6 +165,12 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if !slices.Contains(serve.StepsModes, opts.steps) {
+		return usagef("--steps is one of %s, not %q", strings.Join(serve.StepsModes, ", "), opts.steps)
+	}
+	if strings.TrimSpace(opts.aliasSuffix) == "" {
+		return usagef("--alias-suffix is empty: give the suffix that makes a model name an alias, such as %s", serve.DefaultAliasSuffix)
+	}
 	cfg, err := f.Config(onlyFlags(opts.flags, serveConfigFlags))
 	if err != nil {
 		return err
@@ -166,8 +195,9 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	}
 	srv, err := serve.New(serve.Config{
 		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
-		DataDir: filepath.Join(f.DataDir(), "serve"),
-		Log:     slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)),
+		DataDir:     filepath.Join(f.DataDir(), "serve"),
+		Log:         slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)),
+		AliasSuffix: opts.aliasSuffix, Steps: opts.steps,
 	})
 	if err != nil {
 		return err

@@ -1,15 +1,688 @@
 package serve
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/llm"
 )
 
-// chatCompletions serves POST /v1/chat/completions.
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotImplemented, "invalid_request_error", "", "chat completions are not served yet", "")
+// ContainerHeader carries a chat completion's container: terp sends it with
+// every answer that ran code, and a client sends it back to go on in the
+// same container, with its variables and files.
+const ContainerHeader = "X-Terp-Container"
+
+// DefaultAliasSuffix is what a model name ends in to run the code
+// interpreter without the tool, for clients that cannot add one.
+const DefaultAliasSuffix = "+python"
+
+// StepsModes are where a chat completion shows the steps (code and output):
+// in reasoning_content, which chat UIs fold as thinking; in the content,
+// before the answer; or nowhere. The first is the default.
+var StepsModes = []string{"reasoning", "content", "none"}
+
+// Bounds of one step as a chat completion shows it: the model is told the
+// whole output, a chat window needs only enough to follow along.
+const (
+	maxShownCode   = 16 << 10
+	maxShownOutput = 4 << 10
+)
+
+// chatRequest is the part of a chat completion request that decides how it
+// is served; a request that passes through is sent upstream as it came.
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Tools []struct {
+		Type string `json:"type"`
+	} `json:"tools"`
+	// TerpSteps is where the steps are shown, one of StepsModes; empty
+	// means the server's default.
+	TerpSteps string `json:"terp_steps"`
 }
 
-// listModels serves GET /v1/models.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// chatCompletion is OpenAI's chat.completion and, with Delta set instead
+// of Message, its chat.completion.chunk.
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *chatUsage   `json:"usage,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int        `json:"index"`
+	Message      *chatReply `json:"message,omitempty"`
+	Delta        *chatReply `json:"delta,omitempty"`
+	FinishReason *string    `json:"finish_reason"`
+	Logprobs     *struct{}  `json:"logprobs"`
+}
+
+// chatReply is an assistant message, or a piece of one.
+type chatReply struct {
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	ReasoningContent string  `json:"reasoning_content,omitempty"`
+	Refusal          *string `json:"refusal,omitempty"`
+}
+
+type chatUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// chatCompletions serves POST /v1/chat/completions: with the code_interpreter
+// tool, or a model named with the alias suffix, terp runs the loop and
+// answers with one assistant message; any other request goes to the model
+// server upstream as it is.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			badRequest(w, "", "the request body is over %d bytes", maxBody)
+		} else {
+			badRequest(w, "", "cannot read the request body: %v", err)
+		}
+		return
+	}
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		badRequest(w, "", "the request body is not the JSON this endpoint takes: %v", err)
+		return
+	}
+	tool := false
+	for _, t := range req.Tools {
+		tool = tool || t.Type == "code_interpreter"
+	}
+	model, alias := strings.CutSuffix(req.Model, s.aliasSuffix())
+	alias = alias && model != ""
+	if !tool && !alias {
+		s.passthrough(w, r, body)
+		return
+	}
+	for i, t := range req.Tools {
+		if t.Type != "code_interpreter" {
+			badRequest(w, fmt.Sprintf("tools[%d].type", i), "terp serve runs the code_interpreter tool; a %q tool beside it is not supported yet", t.Type)
+			return
+		}
+	}
+	if !alias {
+		model = req.Model
+	}
+	s.runChat(w, r, &req, model)
+}
+
+// aliasSuffix is the configured suffix, or the default.
+func (s *Server) aliasSuffix() string {
+	if s.cfg.AliasSuffix != "" {
+		return s.cfg.AliasSuffix
+	}
+	return DefaultAliasSuffix
+}
+
+// runChat runs one turn of the loop for a chat completion request, with
+// model upstream ("" keeps the container's).
+func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, model string) {
+	steps := req.TerpSteps
+	if steps == "" {
+		steps = s.cfg.Steps
+	}
+	if steps == "" {
+		steps = StepsModes[0]
+	}
+	if !slices.Contains(StepsModes, steps) {
+		badRequest(w, "terp_steps", "terp_steps is one of %s, not %q", strings.Join(StepsModes, ", "), steps)
+		return
+	}
+	owner := ownerOf(r)
+	var c *container
+	if id := r.Header.Get(ContainerHeader); id != "" {
+		if c = s.container(owner, id); c == nil {
+			notFound(w, "container", id)
+			return
+		}
+	}
+	question, perr := chatQuestion(req.Messages, c != nil)
+	if perr != nil {
+		perr.answer(w)
+		return
+	}
+	if c == nil {
+		if c, perr = s.newContainer(r.Context(), owner, containerOptions{}); perr != nil {
+			perr.answer(w)
+			return
+		}
+	}
+	c.touch()
+	defer c.touch()
+	if model != "" && model != c.conv.Info().Model {
+		c.conv.SetModel(model)
+	}
+	if req.Model == "" {
+		req.Model = c.conv.Info().Model
+	}
+	// Sent with every answer, errors too: the container exists, and a
+	// client can go on in it.
+	w.Header().Set(ContainerHeader, c.ID)
+
+	ct := &chatTurn{w: w, c: c, steps: steps, baseURL: baseURL(r), stream: req.Stream,
+		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		head:  chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
+	turn, err := c.conv.Ask(r.Context(), question, ct.handle)
+	if r.Context().Err() != nil {
+		return // the client is gone: nobody to answer
+	}
+	if !errors.Is(err, conversation.ErrBusy) {
+		// The history is this completion's now, not that of the response
+		// that ran last: a response that names that one rewinds to it.
+		c.mu.Lock()
+		c.last = ct.head.ID
+		c.mu.Unlock()
+	}
+	ct.finish(turn, err)
+}
+
+// chatQuestion is the question a chat completion asks: its last message,
+// a user's. In a container that goes on, the earlier messages are in its
+// history already; in a new one they come before the question, as notes.
+func chatQuestion(msgs []chatMessage, goesOn bool) (string, *paramError) {
+	if len(msgs) == 0 {
+		return "", badParam("messages", "messages is empty: give at least one user message")
+	}
+	last := len(msgs) - 1
+	if msgs[last].Role != "user" {
+		return "", badParam(fmt.Sprintf("messages[%d].role", last), "the last message is the question the code interpreter answers: make it a user message")
+	}
+	var lines []string
+	for i, m := range msgs {
+		if goesOn && i < last {
+			continue
+		}
+		text, perr := chatText(m.Content, fmt.Sprintf("messages[%d].content", i))
+		if perr != nil {
+			return "", perr
+		}
+		switch {
+		case i == last:
+			if strings.TrimSpace(text) == "" {
+				return "", badParam(fmt.Sprintf("messages[%d].content", i), "the question is empty")
+			}
+			lines = append(lines, text)
+		case strings.TrimSpace(text) == "":
+		case m.Role == "system" || m.Role == "developer":
+			lines = append(lines, "(Instructions: "+text+")")
+		case m.Role == "user":
+			lines = append(lines, "(I asked earlier: "+text+")")
+		case m.Role == "assistant":
+			lines = append(lines, "(You answered earlier: "+text+")")
+		default:
+			return "", badParam(fmt.Sprintf("messages[%d].role", i),
+				fmt.Sprintf("role %q is not one of user, assistant, system, developer: function tools are not supported with the code interpreter yet", m.Role))
+		}
+	}
+	return strings.Join(lines, "\n\n"), nil
+}
+
+// chatText is a message's content as text: a string, null, or text parts.
+func chatText(raw json.RawMessage, param string) (string, *paramError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badParam(param, "content is a string or an array of parts")
+	}
+	var said []string
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", badParam(fmt.Sprintf("%s[%d].type", param, j),
+				fmt.Sprintf("content parts of type %q are not supported with the code interpreter; send text, and files with POST /v1/containers/ID/files", p.Type))
+		}
+		said = append(said, p.Text)
+	}
+	return strings.Join(said, "\n"), nil
+}
+
+// chatTurn turns a turn's events into a chat completion: the steps, as they
+// happen when streaming, then the answer.
+type chatTurn struct {
+	w       http.ResponseWriter
+	c       *container
+	steps   string
+	baseURL string
+	stream  bool
+	usage   bool // stream_options.include_usage
+	head    chatCompletion
+
+	mu sync.Mutex
+	// open is set once the stream's status and first chunk were sent.
+	open bool
+	// shown is the steps so far, for an answer that is not streamed; tail
+	// is the end of what was shown in the steps' field, to separate the
+	// next block from it.
+	shown strings.Builder
+	tail  string
+}
+
+// handle is the turn's send function.
+func (ct *chatTurn) handle(e agent.Event) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	switch e := e.(type) {
+	case agent.ReasoningDelta:
+		if ct.steps == "reasoning" {
+			ct.show(e.Text)
+		}
+	case agent.ToolCall:
+		ct.block(fenced("python", bounded(e.Code, maxShownCode)))
+	case agent.ToolOutput:
+		ct.block(fenced("", bounded(stepOutput(e), maxShownOutput)))
+	case agent.Notice:
+		ct.block("> " + strings.ReplaceAll(strings.TrimSpace(e.Text), "\n", "\n> ") + "\n")
+	case agent.OutputDelta:
+		// From the runner's goroutine, while the code runs; ToolOutput
+		// carries it whole.
+		return
+	}
+	if ct.stream {
+		ct.start()
+	}
+}
+
+// block shows a Markdown block, on lines of its own.
+func (ct *chatTurn) block(text string) {
+	if ct.tail != "" && !strings.HasSuffix(ct.tail, "\n\n") {
+		if strings.HasSuffix(ct.tail, "\n") {
+			text = "\n" + text
+		} else {
+			text = "\n\n" + text
+		}
+	}
+	ct.show(text)
+}
+
+// show adds text to the steps, where the mode says.
+func (ct *chatTurn) show(text string) {
+	if ct.steps == "none" || text == "" {
+		return
+	}
+	ct.tail = lastBytes(ct.tail+text, 2)
+	if !ct.stream {
+		ct.shown.WriteString(text)
+		return
+	}
+	ct.start()
+	d := &chatReply{}
+	if ct.steps == "reasoning" {
+		d.ReasoningContent = text
+	} else {
+		d.Content = &text
+	}
+	ct.chunk(d, nil, nil)
+}
+
+// start sends the stream's status and its first chunk. It waits for the
+// turn's first event, so that a turn refused at once (a busy container) is
+// answered with its status, not in a stream.
+func (ct *chatTurn) start() {
+	if ct.open {
+		return
+	}
+	ct.open = true
+	h := ct.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	ct.w.WriteHeader(http.StatusOK)
+	empty := ""
+	ct.chunk(&chatReply{Role: "assistant", Content: &empty}, nil, nil)
+}
+
+// chunk sends one chat.completion.chunk; with choices empty when usage is
+// set, as OpenAI sends the usage.
+func (ct *chatTurn) chunk(delta *chatReply, finish *string, usage *chatUsage) {
+	c := ct.head
+	c.Object = "chat.completion.chunk"
+	c.Choices = []chatChoice{}
+	if usage == nil {
+		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish}}
+	}
+	c.Usage = usage
+	ct.event(c)
+}
+
+func (ct *chatTurn) event(v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(ct.w, "data: %s\n\n", b)
+	if f, ok := ct.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// finish answers: the answer with a link to each file the code saved, or
+// the error that ended the turn.
+func (ct *chatTurn) finish(turn conversation.Turn, err error) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	res := turn.Result
+	if err != nil {
+		if !ct.open {
+			turnError(ct.w, err)
+			return
+		}
+		e := apiError{Message: err.Error(), Type: "server_error"}
+		if status, typ, code := errorStatus(err); status != 0 {
+			e.Type, e.Code = typ, &code
+		}
+		ct.event(map[string]apiError{"error": e})
+		return
+	}
+	answer := res.Answer
+	if answer == "" {
+		answer = "*" + unanswered[res.StopReason] + "*"
+	}
+	if links := ct.links(res); links != "" {
+		answer = strings.TrimRight(answer, "\n") + "\n\n" + links
+	}
+	finish := "stop"
+	if res.StopReason == agent.MaxSteps || res.StopReason == agent.TokenBudget || res.StopReason == agent.TimeBudget {
+		finish = "length"
+	}
+	u := &chatUsage{PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens, TotalTokens: res.Usage.TotalTokens}
+	if ct.steps == "content" && ct.tail != "" {
+		answer = strings.Repeat("\n", 2-strings.Count(ct.tail, "\n")) + answer
+	}
+	if ct.stream {
+		ct.start()
+		ct.chunk(&chatReply{Content: &answer}, nil, nil)
+		ct.chunk(&chatReply{}, &finish, nil)
+		if ct.usage {
+			ct.chunk(nil, nil, u)
+		}
+		fmt.Fprint(ct.w, "data: [DONE]\n\n")
+		if f, ok := ct.w.(http.Flusher); ok {
+			f.Flush()
+		}
+		return
+	}
+	msg := &chatReply{Role: "assistant"}
+	switch ct.steps {
+	case "reasoning":
+		msg.ReasoningContent = ct.shown.String()
+	case "content":
+		answer = ct.shown.String() + answer
+	}
+	msg.Content = &answer
+	out := ct.head
+	out.Object = "chat.completion"
+	out.Choices = []chatChoice{{Message: msg, FinishReason: &finish}}
+	out.Usage = u
+	writeJSON(ct.w, http.StatusOK, out)
+}
+
+// unanswered says why a turn that ended without an error has no answer.
+var unanswered = map[agent.StopReason]string{
+	agent.MaxSteps:    "terp stopped at the step limit before an answer.",
+	agent.TokenBudget: "terp stopped at the token budget before an answer.",
+	agent.TimeBudget:  "terp stopped at the time budget before an answer.",
+	agent.Answered:    "The model answered with no text.",
+}
+
+// links are Markdown links to the files the code saved this turn, one a
+// line, images shown.
+func (ct *chatTurn) links(res agent.Result) string {
+	var lines []string
+	for _, f := range res.Files {
+		name := path.Base(f.Path)
+		url := fmt.Sprintf("%s/v1/containers/%s/files/%s/content", ct.baseURL, ct.c.ID, ct.c.fileID(f.Path))
+		link := fmt.Sprintf("[%s](%s)", markdownEscaper.Replace(name), url)
+		if isImage(f.Path) {
+			link = "!" + link
+		}
+		lines = append(lines, link)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// markdownEscaper keeps a file name from closing its link's text.
+var markdownEscaper = strings.NewReplacer(`\`, `\\`, `[`, `\[`, `]`, `\]`)
+
+func isImage(p string) bool {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp":
+		return true
+	}
+	return false
+}
+
+// stepOutput is what a run printed and what happened to it, as one text.
+func stepOutput(e agent.ToolOutput) string {
+	var parts []string
+	for _, p := range []string{e.Stdout, e.Stderr, e.Notice, e.Stopped, e.Error} {
+		if p = strings.TrimRight(p, "\n"); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return "(no output)"
+	}
+	return strings.Join(parts, "\n")
+}
+
+// fenced is text in a Markdown code block whose fence no run of backticks
+// in it can close.
+func fenced(lang, text string) string {
+	fence := "```"
+	for strings.Contains(text, fence) {
+		fence += "`"
+	}
+	return fence + lang + "\n" + strings.TrimRight(text, "\n") + "\n" + fence + "\n"
+}
+
+// bounded is text cut to about n bytes, keeping its start and its end
+// (where a traceback ends) and saying how much was left out.
+func bounded(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	head, tail := cutUTF8(text, n*2/3), text[len(text)-n/3:]
+	for len(tail) > 0 && tail[0]&0xC0 == 0x80 {
+		tail = tail[1:] // not inside a character
+	}
+	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", head, len(text)-len(head)-len(tail), tail)
+}
+
+// cutUTF8 is the longest start of s of at most n bytes that ends between
+// characters.
+func cutUTF8(s string, n int) string {
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// errorStatus is the status, type and code of a failure upstream that ended
+// a turn; status 0 for other failures.
+func errorStatus(err error) (int, string, string) {
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		return 0, "", ""
+	}
+	switch le.Kind {
+	case llm.KindContextLength:
+		return http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
+	case llm.KindRateLimited:
+		return http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded"
+	case llm.KindModelNotFound:
+		return http.StatusNotFound, "invalid_request_error", "model_not_found"
+	default:
+		return http.StatusBadGateway, "upstream_error", "upstream_" + strings.ReplaceAll(le.Kind.String(), " ", "_")
+	}
+}
+
+// turnError answers for a turn that failed before anything was sent.
+func turnError(w http.ResponseWriter, err error) {
+	if status, typ, code := errorStatus(err); status != 0 {
+		writeError(w, status, typ, code, err.Error(), "")
+		return
+	}
+	conversationError(w, err)
+}
+
+// upstreamURL is the model server's endpoint p.
+func (s *Server) upstreamURL(p string) string {
+	return strings.TrimRight(s.cfg.Settings.BaseURL, "/") + p
+}
+
+// upstreamRequest is a request to the model server, with its key: never the
+// client's, which is a key of terp's.
+func (s *Server) upstreamRequest(r *http.Request, method, url string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(r.Context(), method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a := r.Header.Get("Accept"); a != "" {
+		req.Header.Set("Accept", a)
+	}
+	if key, _ := s.cfg.Settings.APIKey(); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return req, nil
+}
+
+// unreachable is the 502 of a model server that gave no answer.
+func unreachable(w http.ResponseWriter, url string, err error) {
+	writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable",
+		fmt.Sprintf("Cannot reach the model server at %s: %v. Check that it is running and that terp serve's --base-url is right.", url, err), "")
+}
+
+// passthrough sends a chat completion request to the model server as it
+// came, and its answer back as it arrives, streamed or not.
+func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, body []byte) {
+	url := s.upstreamURL("/chat/completions")
+	req, err := s.upstreamRequest(r, http.MethodPost, url, body)
+	if err != nil {
+		serverError(w, err)
+		return
+	}
+	resp, err := s.cfg.Upstream.Do(req)
+	if err != nil {
+		if r.Context().Err() == nil {
+			unreachable(w, url, err)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// listModels serves GET /v1/models: the model server's models, and for each
+// its alias that runs the code interpreter.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotImplemented, "invalid_request_error", "", "the model list is not served yet", "")
+	url := s.upstreamURL("/models")
+	req, err := s.upstreamRequest(r, http.MethodGet, url, nil)
+	if err != nil {
+		serverError(w, err)
+		return
+	}
+	resp, err := s.cfg.Upstream.Do(req)
+	if err != nil {
+		unreachable(w, url, err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		unreachable(w, url, err)
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_error",
+			fmt.Sprintf("The model server at %s answered the model list with %s: %s", url, resp.Status, bytes.TrimSpace(b[:min(len(b), 500)])), "")
+		return
+	}
+	var upstream struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &upstream); err != nil || upstream.Data == nil {
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_bad_response",
+			fmt.Sprintf("The model server at %s answered the model list with something that is not one (%d bytes of %s)", url, len(b), resp.Header.Get("Content-Type")), "")
+		return
+	}
+	suffix := s.aliasSuffix()
+	out := make([]any, 0, 2*len(upstream.Data))
+	var aliases []any
+	for _, raw := range upstream.Data {
+		out = append(out, raw)
+		var m struct {
+			ID      string `json:"id"`
+			Created int64  `json:"created"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.ID == "" || strings.HasSuffix(m.ID, suffix) {
+			continue
+		}
+		aliases = append(aliases, map[string]any{"id": m.ID + suffix, "object": "model", "created": m.Created, "owned_by": "terp"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": append(out, aliases...)})
 }

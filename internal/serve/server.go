@@ -56,6 +56,14 @@ type Config struct {
 	// ExpiryTick is how often containers past their expiry are looked for
 	// (0: 30 s).
 	ExpiryTick time.Duration
+	// AliasSuffix makes a chat model named MODEL+AliasSuffix run the
+	// code interpreter on MODEL, for clients that cannot add the tool; ""
+	// means DefaultAliasSuffix.
+	AliasSuffix string
+	// Steps is where chat completions show the steps (code and output),
+	// one of StepsModes, unless a request's terp_steps says; "" means the
+	// first.
+	Steps string
 }
 
 // Server holds the state of a running `terp serve`.
