@@ -1,7 +1,8 @@
 // Package terptest holds what several packages' tests take from the real
 // machine: terp's binary, built once per test process, the Docker image the
-// Docker tests run, and a disk small enough to fill. It imports none of
-// terp's packages, so any of their tests can use it.
+// Docker tests run, the Node.js that runs the official Node SDK, and a disk
+// small enough to fill. It imports none of terp's packages, so any of their
+// tests can use it.
 package terptest
 
 import (
@@ -10,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,6 +140,66 @@ func DockerImage(t testing.TB) string {
 		skipLoudly(t, &docker.told, docker.skip)
 	}
 	return img
+}
+
+// NodeMajor is the oldest Node.js the openai package (v6) supports; older
+// ones fail on the first file upload.
+const NodeMajor = 20
+
+// nodeTold is done once Node's skip was announced.
+var nodeTold sync.Once
+
+// Node returns the node binary that runs the scripts of pkg, an npm package
+// directory whose node_modules must hold every name in needs. The Node.js
+// that `make test-deps` installs into pkg/runtime, on a machine whose own is
+// older than NodeMajor, comes first; then node on PATH. Without a recent
+// enough node or without the packages the test is skipped, loudly, saying
+// how to install them.
+func Node(t testing.TB, pkg string, needs ...string) string {
+	t.Helper()
+	install := fmt.Sprintf("run `make test-deps`, or install Node.js %d+ and `npm ci --prefix %s`", NodeMajor, fromRoot(pkg))
+	node := filepath.Join(pkg, "runtime", "node_modules", ".bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		if node, err = exec.LookPath("node"); err != nil {
+			skipLoudly(t, &nodeTold, "NODE TESTS SKIPPED: no node on PATH; "+install)
+		}
+	}
+	out, err := exec.CommandContext(context.Background(), node, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", node, err)
+	}
+	version := strings.TrimSpace(string(out))
+	major, _ := strconv.Atoi(strings.SplitN(strings.TrimPrefix(version, "v"), ".", 2)[0])
+	if major < NodeMajor {
+		skipLoudly(t, &nodeTold, fmt.Sprintf("NODE TESTS SKIPPED: %s is Node.js %s, older than %d; %s", node, version, NodeMajor, install))
+	}
+	for _, name := range needs {
+		if _, err := os.Stat(filepath.Join(pkg, "node_modules", name, "package.json")); err != nil {
+			skipLoudly(t, &nodeTold, fmt.Sprintf("NODE TESTS SKIPPED: the npm package %s is not installed in %s; %s", name, fromRoot(pkg), install))
+		}
+	}
+	abs, err := filepath.Abs(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// fromRoot is path relative to the module's root, where a command to fix
+// the tests' setup is run; or path itself when that is not found.
+func fromRoot(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	for dir := filepath.Dir(abs); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if rel, err := filepath.Rel(dir, abs); err == nil {
+				return rel
+			}
+		}
+	}
+	return path
 }
 
 // RemoveBinary removes what Binary built, if it built anything. A TestMain
