@@ -143,7 +143,7 @@ const maxNumbered = 10000
 // same name; where the file system has no hard links, a check before a
 // rename does, with a window in which another writer could slip in.
 func place(root *os.Root, tmp, local string) (string, error) {
-	defer root.Remove(tmp) // fails harmlessly once it was renamed
+	defer func() { _ = root.Remove(tmp) }() // fails harmlessly once it was renamed
 	for i := 0; i <= maxNumbered; i++ {
 		name := numbered(local, i)
 		if same(root, tmp, name) {

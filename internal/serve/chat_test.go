@@ -37,8 +37,8 @@ func answerFromOutput(t *testing.T) llmtest.Step {
 func codeBlock(code string) string  { return "```python\n" + code + "\n```\n" }
 func outputBlock(out string) string { return "```\n" + out + "\n```\n" }
 
-// chatNew is one chat completion by OpenAI's client, with its response.
-func chatNew(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, opts ...option.RequestOption) (*openai.ChatCompletion, *http.Response) {
+// chatNew sends a chat completion and returns it with the answer's headers.
+func chatNew(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, opts ...option.RequestOption) (*openai.ChatCompletion, http.Header) {
 	t.Helper()
 	var resp *http.Response
 	got, err := c.Chat.Completions.New(t.Context(), params, append(opts, option.WithResponseInto(&resp))...)
@@ -48,7 +48,7 @@ func chatNew(t *testing.T, c openai.Client, params openai.ChatCompletionNewParam
 	if len(got.Choices) != 1 {
 		t.Fatalf("%d choices, want 1: %s", len(got.Choices), got.RawJSON())
 	}
-	return got, resp
+	return got, resp.Header
 }
 
 // streamed is a streamed chat completion as a client puts it together.
@@ -120,7 +120,7 @@ func TestChatWithTheToolComputesTheAnswerInTheSandbox(t *testing.T) {
 			if got.Usage.TotalTokens != 220 || got.Usage.PromptTokens != 200 {
 				t.Errorf("usage = %+v, want the two model requests' 200+20 tokens", got.Usage)
 			}
-			cid := resp.Header.Get(serve.ContainerHeader)
+			cid := resp.Get(serve.ContainerHeader)
 			if status, _ := env.get(aliceKey, env.http.URL+"/v1/containers/"+cid); !strings.HasPrefix(cid, "cntr_") || status != http.StatusOK {
 				t.Errorf("%s = %q, and GET of it answered %d", serve.ContainerHeader, cid, status)
 			}
@@ -147,7 +147,7 @@ func TestChatFollowUpInTheContainerSeesWhatTheFirstLeft(t *testing.T) {
 			env := newChatEnv(t, sb, upstream, chatOptions{})
 			c := env.client(aliceKey)
 			_, resp := chatNew(t, c, openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Remember 41.")}, codeInterpreter)
-			cid := resp.Header.Get(serve.ContainerHeader)
+			cid := resp.Get(serve.ContainerHeader)
 
 			msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Remember 41."), openai.AssistantMessage("Done."), openai.UserMessage("What was it, plus one?")}
 			got, resp2 := chatNew(t, c, openai.ChatCompletionNewParams{Model: "test-model", Messages: msgs},
@@ -155,7 +155,7 @@ func TestChatFollowUpInTheContainerSeesWhatTheFirstLeft(t *testing.T) {
 			if msg := got.Choices[0].Message.Content; msg != "The code says: "+want {
 				t.Errorf("content = %q, want what the first turn left: %q", msg, want)
 			}
-			if again := resp2.Header.Get(serve.ContainerHeader); again != cid {
+			if again := resp2.Get(serve.ContainerHeader); again != cid {
 				t.Errorf("the follow-up ran in %q, not in %q", again, cid)
 			}
 			reqs := upstream.Requests()
@@ -177,12 +177,12 @@ func TestChatFollowUpInTheContainerSeesWhatTheFirstLeft(t *testing.T) {
 func TestChatInANewContainerTheEarlierMessagesComeWithTheQuestion(t *testing.T) {
 	for _, sb := range chatSandboxes() {
 		t.Run(sb.name, func(t *testing.T) {
-			upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Quarante-deux.")))
+			upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Forty-two, says upstream.")))
 			env := newChatEnv(t, sb, upstream, chatOptions{})
 			msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Answer in French."),
 				openai.UserMessage("Pick a number."), openai.AssistantMessage("41."), openai.UserMessage("Add one.")}
 			got, _ := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: msgs}, codeInterpreter)
-			if got.Choices[0].Message.Content != "Quarante-deux." {
+			if got.Choices[0].Message.Content != "Forty-two, says upstream." {
 				t.Errorf("content = %q", got.Choices[0].Message.Content)
 			}
 			q := upstream.Requests()[0].LastUser()
@@ -212,8 +212,8 @@ func TestChatAliasModelRunsTheCodeInterpreter(t *testing.T) {
 				if msg := got.Choices[0].Message.Content; msg != "The code says: from the alias" {
 					t.Errorf("content = %q", msg)
 				}
-				if got.Model != tc.model || resp.Header.Get(serve.ContainerHeader) == "" {
-					t.Errorf("model %q and container %q; want the alias back, and a container", got.Model, resp.Header.Get(serve.ContainerHeader))
+				if got.Model != tc.model || resp.Get(serve.ContainerHeader) == "" {
+					t.Errorf("model %q and container %q; want the alias back, and a container", got.Model, resp.Get(serve.ContainerHeader))
 				}
 				if reqs := upstream.Requests(); reqs[0].Model != "test-model" || len(reqs[0].Tools) == 0 || reqs[0].Tools[0].Function.Name != "run_python" {
 					t.Errorf("upstream was asked for model %q with %d tools; want test-model with run_python", reqs[0].Model, len(reqs[0].Tools))
@@ -284,7 +284,7 @@ func TestChatStepsModes(t *testing.T) {
 					c := env.client(aliceKey)
 					params := openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Show it.")}
 					got, resp := chatNew(t, c, params, reqOpts...)
-					s := chatStream(t, c, params, nil, append(reqOpts, option.WithHeader(serve.ContainerHeader, resp.Header.Get(serve.ContainerHeader)))...)
+					s := chatStream(t, c, params, nil, append(reqOpts, option.WithHeader(serve.ContainerHeader, resp.Get(serve.ContainerHeader)))...)
 
 					msg := got.Choices[0].Message
 					for _, r := range []struct{ how, content, reasoning string }{
@@ -322,7 +322,7 @@ func TestChatFilesTheCodeSavedAreLinked(t *testing.T) {
 			env := newChatEnv(t, sb, upstream, chatOptions{})
 			got, resp := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Chart it.")}, codeInterpreter)
 			content := got.Choices[0].Message.Content
-			prefix := regexp.QuoteMeta(env.http.URL + "/v1/containers/" + resp.Header.Get(serve.ContainerHeader) + "/files/")
+			prefix := regexp.QuoteMeta(env.http.URL + "/v1/containers/" + resp.Get(serve.ContainerHeader) + "/files/")
 			report := regexp.MustCompile(`(?m)^\[report\.txt\]\((` + prefix + `cfile_\w+/content)\)$`).FindStringSubmatch(content)
 			chart := regexp.MustCompile(`(?m)^!\[chart\.png\]\((` + prefix + `cfile_\w+/content)\)$`).FindStringSubmatch(content)
 			if !strings.HasPrefix(content, "Here they are.\n\n") || report == nil || chart == nil {
@@ -363,7 +363,7 @@ func TestChatContainerOfAnotherKeyIsNotFound(t *testing.T) {
 			upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Hello, Alice.")))
 			env := newChatEnv(t, sb, upstream, chatOptions{})
 			_, resp := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Hi.")}, codeInterpreter)
-			for key, id := range map[string]string{bobKey: resp.Header.Get(serve.ContainerHeader), aliceKey: "cntr_0000"} {
+			for key, id := range map[string]string{bobKey: resp.Get(serve.ContainerHeader), aliceKey: "cntr_0000"} {
 				c := env.client(key)
 				_, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Hi.")},
 					codeInterpreter, option.WithHeader(serve.ContainerHeader, id))
@@ -446,7 +446,7 @@ func TestChatWithoutTheToolPassesThrough(t *testing.T) {
 					}
 				} else {
 					got, resp := chatNew(t, c, params, weather)
-					content, header = got.Choices[0].Message.Content, resp.Header
+					content, header = got.Choices[0].Message.Content, resp
 				}
 				if content != "Hello from upstream, as it is." || header.Get(serve.ContainerHeader) != "" {
 					t.Errorf("content %q, container %q; want upstream's answer, no container", content, header.Get(serve.ContainerHeader))
@@ -537,12 +537,12 @@ func TestChatRefusesWhatItCannotRun(t *testing.T) {
 				{`{"model": "m", ` + tool + `, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}`, "messages[0].content[0].type"},
 				{`{"model": "m", "tools": [{"type": "code_interpreter"}, {"type": "function", "function": {"name": "f"}}], "messages": [{"role": "user", "content": "hi"}]}`, "tools[1].type"},
 			} {
-				resp, b := env.post(aliceKey, "/v1/chat/completions", tc.body, nil)
+				status, b := env.post(aliceKey, "/v1/chat/completions", tc.body, nil)
 				var e struct {
 					Error struct{ Message, Param string }
 				}
-				if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != http.StatusBadRequest || e.Error.Param != tc.param || e.Error.Message == "" {
-					t.Errorf("%s: %d %s; want a 400 naming %s", tc.body, resp.StatusCode, b, tc.param)
+				if err := json.Unmarshal(b, &e); err != nil || status != http.StatusBadRequest || e.Error.Param != tc.param || e.Error.Message == "" {
+					t.Errorf("%s: %d %s; want a 400 naming %s", tc.body, status, b, tc.param)
 				}
 			}
 		})

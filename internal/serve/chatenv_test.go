@@ -172,7 +172,7 @@ func (e *chatEnv) get(key, url string) (int, []byte) {
 }
 
 // post sends body to path with key as it is, for what the SDK cannot send.
-func (e *chatEnv) post(key, path, body string, header map[string]string) (*http.Response, []byte) {
+func (e *chatEnv) post(key, path, body string, header map[string]string) (int, []byte) {
 	e.t.Helper()
 	req, err := http.NewRequestWithContext(e.t.Context(), http.MethodPost, e.http.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -189,7 +189,7 @@ func (e *chatEnv) post(key, path, body string, header map[string]string) (*http.
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return resp.StatusCode, b
 }
 
 // sentRequest is one request as it left for upstream.
