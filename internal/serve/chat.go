@@ -177,8 +177,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 			return
 		}
 	}
-	c.touch()
-	defer c.touch()
+	defer c.use()()
 	if model != "" && model != c.conv.Info().Model {
 		c.conv.SetModel(model)
 	}
