@@ -2,6 +2,8 @@ package llm
 
 import (
 	"context"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -176,5 +178,84 @@ func TestShownCodeIsNotAnEcho(t *testing.T) {
 	rec.apply(&r)
 	if r.Content != content {
 		t.Errorf("content = %q, want the code block kept", r.Content)
+	}
+}
+
+// Every recorded stream with tool calls reports their arguments as they
+// arrive: the pieces of each call, joined in order, are its arguments, once
+// (a restated call is not shown again), under the id and name the Response
+// gives the call.
+func TestStreamArgumentDeltas(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "replies", "*.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		body, how := recordedBody(t, path)
+		if how.status != 0 || how.cut {
+			continue
+		}
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			srv := newServer(t, sse(string(body)))
+			c, _ := newTestClient(srv.URL, Config{Stream: true, MaxRetries: -1})
+			var deltas []Delta
+			req := Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "q"}}, Tools: []Tool{runPythonTool}, CodeTool: "run_python"}
+			r, err := c.Complete(context.Background(), req, collect(&deltas))
+			if err != nil {
+				t.Skipf("not a reply: %v", err)
+			}
+			if r.CallFormat != "" {
+				return // calls written as text: their markup streams as content
+			}
+			args := make([]strings.Builder, len(r.ToolCalls))
+			for _, d := range deltas {
+				if d.Kind != DeltaArguments {
+					continue
+				}
+				if d.Index >= len(r.ToolCalls) {
+					t.Fatalf("a piece for call %d of %d", d.Index, len(r.ToolCalls))
+				}
+				call := r.ToolCalls[d.Index]
+				if d.ID != call.ID || (d.Name != "" && d.Name != call.Name) {
+					t.Errorf("a piece of call %d says id %q name %q, the call has %q %q", d.Index, d.ID, d.Name, call.ID, call.Name)
+				}
+				args[d.Index].WriteString(d.Text)
+			}
+			for i, call := range r.ToolCalls {
+				got := args[i].String()
+				if got != call.Arguments && unwrapArguments(got) != call.Arguments && !(got == "" && call.Arguments == "{}") {
+					t.Errorf("call %d: pieces joined = %q, arguments %q", i, got, call.Arguments)
+				}
+			}
+		})
+	}
+}
+
+// The pieces come in the order the server sent them, each as it arrives.
+func TestStreamArgumentPieces(t *testing.T) {
+	srv := newServer(t, sse(chunks(
+		`{"tool_calls":[{"index":0,"function":{"name":"run_python","arguments":""}}]}`,
+		`{"tool_calls":[{"index":0,"function":{"arguments":"{\"code\": \"print("}}]}`,
+		`{"tool_calls":[{"index":0,"function":{"arguments":"'\ud83d"}}]}`,
+		`{"tool_calls":[{"index":0,"function":{"arguments":"\ude00')\"}"}}]}`,
+		`{"tool_calls":[{"index":0,"id":"late_id","function":{"arguments":""}}]}`,
+	)))
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	var deltas []Delta
+	r, err := c.Complete(context.Background(), Request{Model: "m"}, collect(&deltas))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.ToolCalls) != 1 {
+		t.Fatalf("calls = %+v, want one", r.ToolCalls)
+	}
+	id := r.ToolCalls[0].ID
+	want := []Delta{
+		{Kind: DeltaArguments, Text: `{"code": "print(`, ID: id, Name: "run_python"},
+		{Kind: DeltaArguments, Text: `'`, ID: id, Name: "run_python"},
+		{Kind: DeltaArguments, Text: `😀')"}`, ID: id, Name: "run_python"},
+	}
+	if !reflect.DeepEqual(deltas, want) {
+		t.Errorf("deltas:\n got %+v\nwant %+v", deltas, want)
 	}
 }

@@ -72,10 +72,11 @@ func New(cfg Config) *Client {
 }
 
 // Complete sends req and returns the whole normalized reply. onDelta (may be
-// nil) receives content and reasoning text as it streams; with Stream unset,
-// or when the server ignores it, onDelta gets each non-empty part once at the
-// end, reasoning first. onDelta runs on the caller's goroutine and slows the
-// read while it runs.
+// nil) receives content and reasoning text as it streams, and the pieces of
+// the tool calls' arguments (DeltaArguments); with Stream unset, or when the
+// server ignores it, onDelta gets each non-empty text once at the end,
+// reasoning first, and no arguments. onDelta runs on the caller's goroutine
+// and slows the read while it runs.
 //
 // Content never contains <think> blocks; Reasoning gathers
 // reasoning_content, reasoning and <think> text. One case cannot be undone in
@@ -197,6 +198,13 @@ func (s *shownText) filter() func(Delta) {
 	// come while it repeats it; -1 once it differs.
 	var at [2]int
 	return func(d Delta) {
+		if d.Kind == DeltaArguments {
+			// Calls are not text shown once: a new attempt's calls are
+			// new calls, with ids of their own, and the Response's
+			// calls are the ones that count.
+			s.onDelta(d)
+			return
+		}
 		k := min(int(d.Kind), 1)
 		shown, text := &s.shown[k], d.Text
 		if at[k] >= 0 && at[k] < shown.Len() {

@@ -126,10 +126,20 @@ type DeltaKind int
 const (
 	DeltaContent DeltaKind = iota
 	DeltaReasoning
+	// DeltaArguments is a piece of a tool call's arguments, the JSON text
+	// as the model writes it, for a display that shows a call before it
+	// is complete. It is neither answer nor reasoning.
+	DeltaArguments
 )
 
 // Delta is a piece of streamed text, passed to the caller as it arrives.
 type Delta struct {
 	Kind DeltaKind
 	Text string
+	// Index, ID and Name say which call a DeltaArguments piece belongs
+	// to: Index is its place in Response.ToolCalls, and ID is the id it
+	// has there, fixed when its first piece is reported (made up then if
+	// the server has sent none yet). Name is empty while unknown.
+	Index    int
+	ID, Name string
 }

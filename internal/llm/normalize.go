@@ -40,6 +40,10 @@ type callBuilder struct {
 	// escaped: they are decoded once the call is complete, so that a
 	// character cut between two pieces comes out whole.
 	args []byte
+	// argText decodes the pieces for onDelta, which needs whole characters
+	// too; shown is set once a piece was reported, and the id fixed.
+	argText textDecoder
+	shown   bool
 }
 
 // add takes one decoded reply: a stream chunk, or a whole completion when
@@ -129,11 +133,59 @@ func (a *assembler) text(kind DeltaKind, s string) {
 // mergeCall adds one streamed tool-call entry to the call it belongs to, or
 // starts a new call.
 func (a *assembler) mergeCall(tc *replyToolCall) {
-	if c := a.target(tc); c != nil {
-		c.merge(tc)
+	c := a.target(tc)
+	if c == nil {
+		c = new(callBuilder)
+		a.calls = append(a.calls, c)
+	}
+	a.mergeInto(c, tc)
+}
+
+// mergeInto merges a streamed entry into c and reports to onDelta what it
+// added to the arguments: only that, so a restated call is not shown twice.
+func (a *assembler) mergeInto(c *callBuilder, tc *replyToolCall) {
+	n := len(c.args)
+	c.merge(tc)
+	if a.onDelta == nil || len(c.args) == n {
 		return
 	}
-	a.calls = append(a.calls, newCall(tc))
+	if !c.shown {
+		// The display keys the call by its id, so the id is the one the
+		// Response will carry from the first piece on: made up now when
+		// the server sent none or one an earlier call has.
+		c.shown = true
+		if c.id == "" || a.idTaken(c) {
+			c.id = newCallID()
+		}
+	}
+	if text := c.argText.decode(c.args[n:]); text != "" {
+		a.onDelta(Delta{Kind: DeltaArguments, Text: text, Index: a.position(c), ID: c.id, Name: c.name})
+	}
+}
+
+// idTaken reports whether another call already has c's id.
+func (a *assembler) idTaken(c *callBuilder) bool {
+	for _, o := range a.calls {
+		if o != c && o.id == c.id {
+			return true
+		}
+	}
+	return false
+}
+
+// position is c's index in Response.ToolCalls, which leaves out calls with
+// neither name nor arguments.
+func (a *assembler) position(c *callBuilder) int {
+	i := 0
+	for _, o := range a.calls {
+		if o == c {
+			break
+		}
+		if o.name != "" || len(o.args) > 0 {
+			i++
+		}
+	}
+	return i
 }
 
 // mergeLegacy adds a function_call, the one call of the legacy API: a
@@ -141,12 +193,16 @@ func (a *assembler) mergeCall(tc *replyToolCall) {
 // carry neither id nor index.
 func (a *assembler) mergeLegacy(f *replyFunction, whole bool) {
 	tc := replyToolCall{Function: *f}
-	if whole || a.legacy == nil {
+	if whole {
 		a.legacy = newCall(&tc)
 		a.calls = append(a.calls, a.legacy)
 		return
 	}
-	a.legacy.merge(&tc)
+	if a.legacy == nil {
+		a.legacy = new(callBuilder)
+		a.calls = append(a.calls, a.legacy)
+	}
+	a.mergeInto(a.legacy, &tc)
 }
 
 func newCall(tc *replyToolCall) *callBuilder {

@@ -336,7 +336,7 @@ func TestRetryBrokenStream(t *testing.T) {
 	if w := waits.all(); !reflect.DeepEqual(w, []time.Duration{500 * time.Millisecond}) {
 		t.Errorf("waits = %v, want one backoff of 500ms", w)
 	}
-	want := []Delta{{DeltaContent, "Hel"}, {DeltaContent, "lo."}}
+	want := []Delta{{Kind: DeltaContent, Text: "Hel"}, {Kind: DeltaContent, Text: "lo."}}
 	if !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas = %+v, want %+v: nothing shown twice", deltas, want)
 	}
@@ -359,7 +359,7 @@ func TestRetryBrokenStreamDiffers(t *testing.T) {
 	if err != nil || got.Content != "Help" {
 		t.Fatalf("Complete = %q, %v; want Help", got.Content, err)
 	}
-	want := []Delta{{DeltaContent, "Hel"}, {DeltaContent, "p"}}
+	want := []Delta{{Kind: DeltaContent, Text: "Hel"}, {Kind: DeltaContent, Text: "p"}}
 	if !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas = %+v, want %+v", deltas, want)
 	}

@@ -37,8 +37,8 @@ data: [DONE]
 `,
 			want: Response{Content: "The answer is 42.", FinishReason: "stop", Usage: Usage{12, 5, 17}},
 			wantDeltas: []Delta{
-				{DeltaContent, "The answer"},
-				{DeltaContent, " is 42."},
+				{Kind: DeltaContent, Text: "The answer"},
+				{Kind: DeltaContent, Text: " is 42."},
 			},
 		},
 		{
@@ -285,9 +285,9 @@ data: [DONE]
 `,
 			want: Response{Content: "It is 4.", Reasoning: "The user wants a sum.", FinishReason: "stop"},
 			wantDeltas: []Delta{
-				{DeltaReasoning, "The user"},
-				{DeltaReasoning, " wants a sum."},
-				{DeltaContent, "It is 4."},
+				{Kind: DeltaReasoning, Text: "The user"},
+				{Kind: DeltaReasoning, Text: " wants a sum."},
+				{Kind: DeltaContent, Text: "It is 4."},
 			},
 		},
 		{
@@ -331,9 +331,9 @@ data: [DONE]
 `,
 			want: Response{Content: "The answer is 4.", Reasoning: "Let me think.", FinishReason: "stop"},
 			wantDeltas: []Delta{
-				{DeltaReasoning, "Let me"},
-				{DeltaReasoning, " think."},
-				{DeltaContent, "The answer is 4."},
+				{Kind: DeltaReasoning, Text: "Let me"},
+				{Kind: DeltaReasoning, Text: " think."},
+				{Kind: DeltaContent, Text: "The answer is 4."},
 			},
 		},
 		{
@@ -364,8 +364,8 @@ data: [DONE]
 `,
 			want: Response{Content: "The mean is 3.5.", FinishReason: "stop", ReasoningAsAnswer: true},
 			wantDeltas: []Delta{
-				{DeltaReasoning, "The mean"},
-				{DeltaReasoning, " is 3.5."},
+				{Kind: DeltaReasoning, Text: "The mean"},
+				{Kind: DeltaReasoning, Text: " is 3.5."},
 			},
 		},
 		{

@@ -24,7 +24,7 @@ func TestWholeNormalization(t *testing.T) {
 			name:       "reasoning_content",
 			body:       `{"choices":[{"index":0,"message":{"role":"assistant","content":"4","reasoning_content":"2+2 is 4."},"finish_reason":"stop"}]}`,
 			want:       Response{Content: "4", Reasoning: "2+2 is 4.", FinishReason: "stop"},
-			wantDeltas: []Delta{{DeltaReasoning, "2+2 is 4."}, {DeltaContent, "4"}},
+			wantDeltas: []Delta{{Kind: DeltaReasoning, Text: "2+2 is 4."}, {Kind: DeltaContent, Text: "4"}},
 		},
 		{
 			name: "reasoning",
@@ -80,7 +80,7 @@ func TestWholeNormalization(t *testing.T) {
 			name:       "answer only in reasoning, content null",
 			body:       `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"The file has 12 rows."},"finish_reason":"stop"}]}`,
 			want:       Response{Content: "The file has 12 rows.", FinishReason: "stop", ReasoningAsAnswer: true},
-			wantDeltas: []Delta{{DeltaContent, "The file has 12 rows."}},
+			wantDeltas: []Delta{{Kind: DeltaContent, Text: "The file has 12 rows."}},
 		},
 		{
 			name: "content as a list of parts",
@@ -116,7 +116,7 @@ func TestStreamFlagIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkResponse(t, got, Response{Content: "Hi", Reasoning: "hm", FinishReason: "stop"})
-		if want := []Delta{{DeltaReasoning, "hm"}, {DeltaContent, "Hi"}}; !reflect.DeepEqual(deltas, want) {
+		if want := []Delta{{Kind: DeltaReasoning, Text: "hm"}, {Kind: DeltaContent, Text: "Hi"}}; !reflect.DeepEqual(deltas, want) {
 			t.Errorf("deltas = %+v, want %+v", deltas, want)
 		}
 	})
