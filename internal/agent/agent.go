@@ -328,17 +328,37 @@ func (a *Agent) turn(ctx context.Context, start func(send func(Event)), send fun
 	ctx, b := a.startBudget(ctx)
 	defer b.stop()
 
+	// step is the step in progress; codes follows the code of each of its
+	// run_python calls as it streams, by call id (nil for other tools).
+	var step int
+	codes := map[string]*codeStream{}
 	onDelta := func(d llm.Delta) {
-		if d.Kind == llm.DeltaReasoning {
+		switch d.Kind {
+		case llm.DeltaReasoning:
 			send(ReasoningDelta{Text: d.Text})
-		} else {
+		case llm.DeltaContent:
 			send(TextDelta{Text: d.Text})
+		case llm.DeltaArguments:
+			code, seen := codes[d.ID]
+			if !seen {
+				if d.Name == ToolName {
+					code = new(codeStream)
+				}
+				codes[d.ID] = code
+			}
+			if code == nil {
+				return
+			}
+			if text := code.feed(d.Text); text != "" {
+				send(CodeDelta{Step: step, ID: d.ID, Text: text})
+			}
 		}
 	}
 	nudged := false
 	// where indexes res.Files by path: a step may save tens of thousands.
 	where := map[string]int{}
-	for step := 1; step <= a.cfg.MaxSteps; step++ {
+	for step = 1; step <= a.cfg.MaxSteps; step++ {
+		clear(codes)
 		if reason := b.exceeded(); reason != "" {
 			return a.stopOverBudget(res, reason, b, send)
 		}

@@ -41,6 +41,17 @@ type ToolCall struct {
 	Arguments string
 }
 
+// CodeDelta is a piece of a run_python call's code as the model writes it,
+// before the call is complete, for a live view of the code. ID is the id
+// the call's ToolCall will carry. Deltas may be dropped when the consumer is
+// slow, and there are none when the server does not stream the call; the
+// ToolCall carries the whole code.
+type CodeDelta struct {
+	Step int
+	ID   string
+	Text string
+}
+
 // OutputDelta is a piece of what the running code printed, as it prints it,
 // for a live view of a long run. Deltas may be dropped when the consumer is
 // slow; ToolOutput carries the whole output. In script mode there are none.
@@ -99,6 +110,7 @@ type Notice struct{ Text string }
 func (StepStarted) isEvent()    {}
 func (TextDelta) isEvent()      {}
 func (ReasoningDelta) isEvent() {}
+func (CodeDelta) isEvent()      {}
 func (ToolCall) isEvent()       {}
 func (OutputDelta) isEvent()    {}
 func (ToolOutput) isEvent()     {}
@@ -110,13 +122,13 @@ func (Notice) isEvent()         {}
 
 // lossy reports whether a slow consumer may miss e. Deltas are many and
 // small, and each is only a glimpse of work in progress: the answer comes
-// whole in Answer, the code's output whole in ToolOutput, and the reasoning
+// whole in Answer, the code whole in ToolCall, its output whole in ToolOutput, and the reasoning
 // is never needed again, so a consumer that falls behind loses part of the
 // animation and nothing else. Any other event is something a user, a log or
 // a stored transcript would miss.
 func lossy(e Event) bool {
 	switch e.(type) {
-	case TextDelta, ReasoningDelta, OutputDelta:
+	case TextDelta, ReasoningDelta, CodeDelta, OutputDelta:
 		return true
 	}
 	return false
