@@ -581,19 +581,31 @@ func (b *outputBuilder) handle(e agent.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch e := e.(type) {
+	case agent.CodeDelta:
+		idx, ok := b.calls[e.ID]
+		if !ok {
+			idx = b.codeCall(e.ID, "")
+		}
+		item := b.resp.Output[idx].(*codeCall)
+		item.Code += e.Text
+		b.emit("response.code_interpreter_call_code.delta", map[string]any{"output_index": idx, "item_id": item.ID, "delta": e.Text})
 	case agent.ToolCall:
 		if e.Name != agent.ToolName {
 			b.functionCall(e)
 			return
 		}
-		item := &codeCall{Type: "code_interpreter_call", ID: newID("ci_"), Status: "in_progress", Code: e.Code,
-			ContainerID: b.container.ID}
-		idx := len(b.resp.Output)
-		b.resp.Output = append(b.resp.Output, item)
-		b.calls[e.ID] = idx
-		b.emit("response.output_item.added", map[string]any{"output_index": idx, "item": item})
-		b.emit("response.code_interpreter_call.in_progress", map[string]any{"output_index": idx, "item_id": item.ID})
-		b.emit("response.code_interpreter_call_code.delta", map[string]any{"output_index": idx, "item_id": item.ID, "delta": e.Code})
+		// A call the model streamed has its item and its code deltas
+		// already; one that came whole gets them now, the code in one delta.
+		idx, streamed := b.calls[e.ID]
+		if !streamed {
+			idx = b.codeCall(e.ID, e.Code)
+		}
+		item := b.resp.Output[idx].(*codeCall)
+		if !streamed {
+			b.emit("response.code_interpreter_call_code.delta", map[string]any{"output_index": idx, "item_id": item.ID, "delta": e.Code})
+		}
+		// The ToolCall's code is what runs, whatever deltas were dropped.
+		item.Code = e.Code
 		b.emit("response.code_interpreter_call_code.done", map[string]any{"output_index": idx, "item_id": item.ID, "code": e.Code})
 		item.Status = "interpreting"
 		b.emit("response.code_interpreter_call.interpreting", map[string]any{"output_index": idx, "item_id": item.ID})
@@ -613,6 +625,18 @@ func (b *outputBuilder) handle(e agent.Event) {
 		b.emit("response.code_interpreter_call.completed", map[string]any{"output_index": idx, "item_id": item.ID})
 		b.emit("response.output_item.done", map[string]any{"output_index": idx, "item": item})
 	}
+}
+
+// codeCall adds the code_interpreter_call item of the model's call id, with
+// the code so far, and returns its index in the output.
+func (b *outputBuilder) codeCall(id, code string) int {
+	item := &codeCall{Type: "code_interpreter_call", ID: newID("ci_"), Status: "in_progress", Code: code, ContainerID: b.container.ID}
+	idx := len(b.resp.Output)
+	b.resp.Output = append(b.resp.Output, item)
+	b.calls[id] = idx
+	b.emit("response.output_item.added", map[string]any{"output_index": idx, "item": item})
+	b.emit("response.code_interpreter_call.in_progress", map[string]any{"output_index": idx, "item_id": item.ID})
+	return idx
 }
 
 // functionCall adds a call of one of the client's function tools, which the

@@ -58,7 +58,9 @@ func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *te
 	svc := conversation.New(conversation.Deps{
 		Store:      st,
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
-		NewModel:   func(c *config.Config) agent.Completer { return llm.New(llm.Config{BaseURL: c.BaseURL}) },
+		NewModel: func(c *config.Config) agent.Completer {
+			return llm.New(llm.Config{BaseURL: c.BaseURL, Stream: c.Stream})
+		},
 	})
 	sc := Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
 		Keys: map[string]string{aliceKey: "alice", bobKey: "bob"}}
@@ -168,51 +170,74 @@ func TestResponsesCodeInterpreter(t *testing.T) {
 // A streamed response sends OpenAI's events in order, with sequence
 // numbers, and the SDK's accumulator rebuilds the answer from them.
 func TestResponsesStreaming(t *testing.T) {
-	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print(2 ** 10)")), answerFromTool("It is "))
-	ts := newTestServer(t, s)
-	client := ts.client(aliceKey)
-	stream := client.Responses.NewStreaming(ctx(t), responses.ResponseNewParams{
-		Model: "test-model",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("2 to the 10th?")},
-		Tools: []responses.ToolUnionParam{codeInterpreter()},
-	})
-	var types []string
-	var seq []int64
-	var text, code string
-	var done responses.Response
-	for stream.Next() {
-		e := stream.Current()
-		types = append(types, e.Type)
-		seq = append(seq, e.SequenceNumber)
-		switch e.Type {
-		case "response.output_text.delta":
-			text += e.Delta
-		case "response.code_interpreter_call_code.done":
-			code = e.Code
-		case "response.completed":
-			done = e.Response
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"response.created", "response.in_progress", "response.output_item.added",
-		"response.code_interpreter_call.in_progress", "response.code_interpreter_call_code.delta",
-		"response.code_interpreter_call_code.done", "response.code_interpreter_call.interpreting",
-		"response.code_interpreter_call.completed", "response.output_item.done", "response.output_item.added",
-		"response.content_part.added", "response.output_text.delta", "response.output_text.done",
-		"response.content_part.done", "response.output_item.done", "response.completed"}
-	if !slices.Equal(types, want) {
-		t.Errorf("events:\n%q\nwant\n%q", types, want)
-	}
-	for i := range seq {
-		if seq[i] != int64(i) {
-			t.Errorf("sequence numbers %v do not count from 0", seq)
-			break
-		}
-	}
-	if text != "It is 1024" || code != "print(2 ** 10)" || done.OutputText() != "It is 1024" || done.Status != "completed" {
-		t.Errorf("text %q, code %q, completed %q (%s)", text, code, done.OutputText(), done.Status)
+	// The model server streams the call in pieces (llmtest cuts the
+	// arguments in two), or sends it whole.
+	for _, upstream := range []struct {
+		name       string
+		stream     bool
+		codeDeltas int
+	}{{"upstream streams", true, 2}, {"upstream whole", false, 1}} {
+		t.Run(upstream.name, func(t *testing.T) {
+			s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print(2 ** 10)")), answerFromTool("It is "))
+			ts := newTestServer(t, s, func(c *Config) { c.Settings.Stream = upstream.stream })
+			client := ts.client(aliceKey)
+			stream := client.Responses.NewStreaming(ctx(t), responses.ResponseNewParams{
+				Model: "test-model",
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("2 to the 10th?")},
+				Tools: []responses.ToolUnionParam{codeInterpreter()},
+			})
+			var types []string
+			var seq []int64
+			var text, code, deltas string
+			codeDeltas := 0
+			var done responses.Response
+			for stream.Next() {
+				e := stream.Current()
+				// A run of code deltas counts once in the order of events.
+				if e.Type != "response.code_interpreter_call_code.delta" || types[len(types)-1] != e.Type {
+					types = append(types, e.Type)
+				}
+				seq = append(seq, e.SequenceNumber)
+				switch e.Type {
+				case "response.output_text.delta":
+					text += e.Delta
+				case "response.code_interpreter_call_code.delta":
+					deltas += e.Delta
+					codeDeltas++
+				case "response.code_interpreter_call_code.done":
+					code = e.Code
+				case "response.completed":
+					done = e.Response
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"response.created", "response.in_progress", "response.output_item.added",
+				"response.code_interpreter_call.in_progress", "response.code_interpreter_call_code.delta",
+				"response.code_interpreter_call_code.done", "response.code_interpreter_call.interpreting",
+				"response.code_interpreter_call.completed", "response.output_item.done", "response.output_item.added",
+				"response.content_part.added", "response.output_text.delta", "response.output_text.done",
+				"response.content_part.done", "response.output_item.done", "response.completed"}
+			if !slices.Equal(types, want) {
+				t.Errorf("events:\n%q\nwant\n%q", types, want)
+			}
+			for i := range seq {
+				if seq[i] != int64(i) {
+					t.Errorf("sequence numbers %v do not count from 0", seq)
+					break
+				}
+			}
+			if text != "It is 1024" || code != "print(2 ** 10)" || done.OutputText() != "It is 1024" || done.Status != "completed" {
+				t.Errorf("text %q, code %q, completed %q (%s)", text, code, done.OutputText(), done.Status)
+			}
+			if deltas != code || codeDeltas != upstream.codeDeltas {
+				t.Errorf("the code came in %d deltas, %q, want %d making %q", codeDeltas, deltas, upstream.codeDeltas, code)
+			}
+			if ci := done.Output[0]; ci.Type != "code_interpreter_call" || ci.Code != code {
+				t.Errorf("the completed response's first item is %s with code %q", ci.Type, ci.Code)
+			}
+		})
 	}
 }
 
