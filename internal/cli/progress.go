@@ -108,8 +108,9 @@ func (p *progress) handle(e agent.Event) {
 			p.output.Add(e)
 		}
 		return
-	case agent.TextDelta, agent.UsageUpdated:
-		// The answer goes to stdout whole; the spinner goes on.
+	case agent.TextDelta, agent.CodeDelta, agent.UsageUpdated:
+		// The answer goes to stdout whole, the code with its ToolCall;
+		// the spinner goes on.
 		return
 	}
 	var b strings.Builder
