@@ -106,22 +106,30 @@ func serveSandboxes(ctx context.Context, log io.Writer, ln net.Listener, backend
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	fmt.Fprintf(log, "terp: serving sandboxes on http://%s\n", ln.Addr())
+	err = serveHTTP(ctx, ln, srv.Handler())
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(err, srv.Close(cctx))
+}
+
+// serveHTTP serves h on ln until ctx ends, then lets the requests in flight
+// finish for up to 10 s; a server stopped that way is no error.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
+	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = hs.Shutdown(sctx)
 		cancel()
+		err = <-done
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cerr := srv.Close(cctx)
 	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
+		return nil
 	}
-	return errors.Join(err, cerr)
+	return err
 }

@@ -3,11 +3,9 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -207,24 +205,12 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.listen, err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	fmt.Fprintf(f.IO.ErrOut, "terp: serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes)\n",
 		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox)
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = hs.Shutdown(sctx)
-		cancel()
-	}
+	err = serveHTTP(ctx, ln, srv.Handler())
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv.Close(cctx)
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
 	if err == nil && ctx.Err() != nil {
 		fmt.Fprintln(f.IO.ErrOut, "terp: stopped; the containers' conversations are paused")
 	}

@@ -509,7 +509,9 @@ func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) getContainerFile(w http.ResponseWriter, r *http.Request) {
+// withContainerFile runs fn on the request's container file, answering 404
+// for one that is not there.
+func (s *Server) withContainerFile(w http.ResponseWriter, r *http.Request, fn func(*container, containerFile)) {
 	s.withContainer(w, r, func(c *container) {
 		f, ok, err := c.lookupFile(r.Context(), r.PathValue("fid"))
 		switch {
@@ -518,22 +520,17 @@ func (s *Server) getContainerFile(w http.ResponseWriter, r *http.Request) {
 		case !ok:
 			notFound(w, "container file", r.PathValue("fid"))
 		default:
-			writeJSON(w, http.StatusOK, f)
+			fn(c, f)
 		}
 	})
 }
 
+func (s *Server) getContainerFile(w http.ResponseWriter, r *http.Request) {
+	s.withContainerFile(w, r, func(_ *container, f containerFile) { writeJSON(w, http.StatusOK, f) })
+}
+
 func (s *Server) getContainerFileContent(w http.ResponseWriter, r *http.Request) {
-	s.withContainer(w, r, func(c *container) {
-		f, ok, err := c.lookupFile(r.Context(), r.PathValue("fid"))
-		switch {
-		case err != nil:
-			conversationError(w, err)
-			return
-		case !ok:
-			notFound(w, "container file", r.PathValue("fid"))
-			return
-		}
+	s.withContainerFile(w, r, func(c *container, f containerFile) {
 		rc, err := c.conv.ReadFile(r.Context(), f.Path)
 		if err != nil {
 			conversationError(w, err)
@@ -548,16 +545,7 @@ func (s *Server) getContainerFileContent(w http.ResponseWriter, r *http.Request)
 }
 
 func (s *Server) deleteContainerFile(w http.ResponseWriter, r *http.Request) {
-	s.withContainer(w, r, func(c *container) {
-		f, ok, err := c.lookupFile(r.Context(), r.PathValue("fid"))
-		switch {
-		case err != nil:
-			conversationError(w, err)
-			return
-		case !ok:
-			notFound(w, "container file", r.PathValue("fid"))
-			return
-		}
+	s.withContainerFile(w, r, func(c *container, f containerFile) {
 		if err := c.conv.RemoveFile(r.Context(), f.Path); err != nil {
 			conversationError(w, err)
 			return
