@@ -223,7 +223,7 @@ func TestStreamArgumentDeltas(t *testing.T) {
 			}
 			for i, call := range r.ToolCalls {
 				got := args[i].String()
-				if got != call.Arguments && unwrapArguments(got) != call.Arguments && !(got == "" && call.Arguments == "{}") {
+				if got != call.Arguments && unwrapArguments(got) != call.Arguments && (got != "" || call.Arguments != "{}") {
 					t.Errorf("call %d: pieces joined = %q, arguments %q", i, got, call.Arguments)
 				}
 			}
