@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -151,4 +152,30 @@ func Omitted(line string) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// Captures are the two bounded buffers a backend's Exec reads a command's
+// output into, as o's bounds say (zero: DefaultMaxOutput).
+func (o ExecOptions) Captures() (stdout, stderr *Capture) {
+	bound := func(n int) int {
+		if n <= 0 {
+			return DefaultMaxOutput
+		}
+		return n
+	}
+	return NewCapture(bound(o.MaxStdout)), NewCapture(bound(o.MaxStderr))
+}
+
+// Captured is the ExecResult of a command that exited with code after
+// starting at start, with the output stdout and stderr kept; the backend
+// adds TimedOut and Stopped.
+func Captured(code int, stdout, stderr *Capture, start time.Time) ExecResult {
+	return ExecResult{
+		ExitCode:    code,
+		Stdout:      stdout.String(),
+		Stderr:      stderr.String(),
+		StdoutBytes: stdout.Total(),
+		StderrBytes: stderr.Total(),
+		Duration:    time.Since(start),
+	}
 }

@@ -366,8 +366,7 @@ func (sw *sidWriter) end() {
 // The error is for the sandbox failing, or for ctx ending (the command is
 // then killed and ExitCode is -1).
 func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	stdout := sandbox.NewCapture(orDefault(opt.MaxStdout))
-	stderr := sandbox.NewCapture(orDefault(opt.MaxStderr))
+	stdout, stderr := opt.Captures()
 	start := time.Now()
 	e, err := s.launch(ctx, cmd, opt, opt.Stdin != nil, stdout, stderr)
 	if err != nil {
@@ -380,16 +379,8 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 		}()
 	}
 	code, reason, err := e.wait()
-	res := sandbox.ExecResult{
-		ExitCode:    code,
-		Stdout:      stdout.String(),
-		Stderr:      stderr.String(),
-		StdoutBytes: stdout.Total(),
-		StderrBytes: stderr.Total(),
-		TimedOut:    reason == killTimeout,
-		Stopped:     e.stopReason(),
-		Duration:    time.Since(start),
-	}
+	res := sandbox.Captured(code, stdout, stderr, start)
+	res.TimedOut, res.Stopped = reason == killTimeout, e.stopReason()
 	switch {
 	case err != nil:
 		return res, err
@@ -399,13 +390,6 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 		return res, fmt.Errorf("exec: sandbox %s was stopped while the command ran", s.id)
 	}
 	return res, nil
-}
-
-func orDefault(n int) int {
-	if n <= 0 {
-		return sandbox.DefaultMaxOutput
-	}
-	return n
 }
 
 // Start runs cmd in the background through an attached exec, for the

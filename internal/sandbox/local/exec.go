@@ -28,24 +28,15 @@ import (
 // The error is for the sandbox failing, or for ctx ending (the command is
 // then killed and ExitCode is -1).
 func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	stdout := sandbox.NewCapture(orDefault(opt.MaxStdout))
-	stderr := sandbox.NewCapture(orDefault(opt.MaxStderr))
+	stdout, stderr := opt.Captures()
 	start := time.Now()
 	p, err := s.launch(ctx, cmd, opt, stdio{in: opt.Stdin, out: stdout, err: stderr})
 	if err != nil {
 		return sandbox.ExecResult{}, bwrapError(err, stderr.String())
 	}
 	code, reason, err := p.wait()
-	res := sandbox.ExecResult{
-		ExitCode:    code,
-		Stdout:      stdout.String(),
-		Stderr:      stderr.String(),
-		StdoutBytes: stdout.Total(),
-		StderrBytes: stderr.Total(),
-		TimedOut:    reason == killTimeout,
-		Stopped:     p.stopReason(),
-		Duration:    time.Since(start),
-	}
+	res := sandbox.Captured(code, stdout, stderr, start)
+	res.TimedOut, res.Stopped = reason == killTimeout, p.stopReason()
 	switch {
 	case err != nil:
 		return res, bwrapError(err, res.Stderr)
@@ -72,13 +63,6 @@ func bwrapError(err error, stderr string) error {
 		return setup
 	}
 	return err
-}
-
-func orDefault(n int) int {
-	if n <= 0 {
-		return sandbox.DefaultMaxOutput
-	}
-	return n
 }
 
 // Start runs cmd in the sandbox in the background, for the persistent

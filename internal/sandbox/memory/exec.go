@@ -195,8 +195,7 @@ func (r gatedReader) Read(p []byte) (int, error) {
 // it with ExitCode -1 and an error; Pause and Close end it with an error.
 // When Exec returns, the command can change nothing any more.
 func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	stdout := sandbox.NewCapture(orDefault(opt.MaxStdout))
-	stderr := sandbox.NewCapture(orDefault(opt.MaxStderr))
+	stdout, stderr := opt.Captures()
 	stdin := opt.Stdin
 	if stdin == nil {
 		stdin = strings.NewReader("")
@@ -207,16 +206,8 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 		return sandbox.ExecResult{}, err
 	}
 	code, reason, why := r.result()
-	res := sandbox.ExecResult{
-		ExitCode:    code,
-		Stdout:      stdout.String(),
-		Stderr:      stderr.String(),
-		StdoutBytes: stdout.Total(),
-		StderrBytes: stderr.Total(),
-		TimedOut:    reason == killTimeout,
-		Stopped:     why,
-		Duration:    time.Since(start),
-	}
+	res := sandbox.Captured(code, stdout, stderr, start)
+	res.TimedOut, res.Stopped = reason == killTimeout, why
 	switch reason {
 	case killCanceled:
 		return res, fmt.Errorf("exec: %w", context.Cause(ctx))
@@ -224,13 +215,6 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 		return res, fmt.Errorf("exec: sandbox %s was stopped while the command ran", s.box.id)
 	}
 	return res, nil
-}
-
-func orDefault(n int) int {
-	if n <= 0 {
-		return sandbox.DefaultMaxOutput
-	}
-	return n
 }
 
 // Start runs cmd's program in the background with pipes to its streams.
