@@ -38,15 +38,7 @@ func terp(t *testing.T, env map[string]string, stdin string, args ...string) res
 // injects a fault into the sandbox backend needs.
 func terpWith(t *testing.T, seam func(*Factory), env map[string]string, stdin string, args ...string) result {
 	t.Helper()
-	home := terptest.TempDir(t)
-	full := map[string]string{
-		"HOME":            home,
-		"XDG_CONFIG_HOME": filepath.Join(home, "config"),
-		"XDG_DATA_HOME":   filepath.Join(home, "data"),
-	}
-	for k, v := range env {
-		full[k] = v
-	}
+	full := homeEnv(t, env)
 	var out, errOut bytes.Buffer
 	f := NewFactory()
 	f.IO = IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
@@ -56,6 +48,20 @@ func terpWith(t *testing.T, seam func(*Factory), env map[string]string, stdin st
 	}
 	code := Run(context.Background(), f, args)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// homeEnv is env over a new home and XDG directories of the test's own.
+func homeEnv(t *testing.T, env map[string]string) map[string]string {
+	home := terptest.TempDir(t)
+	full := map[string]string{
+		"HOME":            home,
+		"XDG_CONFIG_HOME": filepath.Join(home, "config"),
+		"XDG_DATA_HOME":   filepath.Join(home, "data"),
+	}
+	for k, v := range env {
+		full[k] = v
+	}
+	return full
 }
 
 func serverEnv(s *llmtest.Server) map[string]string {

@@ -4,67 +4,76 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
-	"github.com/terpdev/terp/internal/terptest"
 )
 
-// startGateway runs `terp serve` with args in this process, on a real local
-// sandbox under a temporary data directory, and returns the base URL it
-// says it serves; the server stops when the test ends.
-func startGateway(t *testing.T, env map[string]string, args ...string) string {
+// gateway is a `terp serve` running in this process.
+type gateway struct {
+	// base is the URL it says it serves; env its environment.
+	base string
+	env  map[string]string
+	// log is what it printed on stderr so far.
+	log *lockedBuffer
+	// stop is Ctrl+C: it returns the exit code once serve has stopped.
+	stop func() int
+}
+
+// startGateway runs `terp serve --listen 127.0.0.1:0` with args in this
+// process, on a real local sandbox under a home of the test's own, and
+// waits until it says where it serves. The server stops when the test ends
+// unless stop was called.
+func startGateway(t *testing.T, env map[string]string, args ...string) *gateway {
 	t.Helper()
-	home := terptest.TempDir(t)
-	full := map[string]string{
-		"HOME":            home,
-		"XDG_CONFIG_HOME": filepath.Join(home, "config"),
-		"XDG_DATA_HOME":   filepath.Join(home, "data"),
-	}
-	for k, v := range env {
-		full[k] = v
-	}
+	g := &gateway{env: homeEnv(t, env), log: &lockedBuffer{}}
 	pr, pw := io.Pipe()
 	f := NewFactory()
 	f.IO = IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: pw}
-	f.Getenv = func(k string) string { return full[k] }
+	f.Getenv = func(k string) string { return g.env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(ctx, f, append([]string{"serve", "--no-auth", "--listen", "127.0.0.1:0"}, args...))
+		done <- Run(ctx, f, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...))
 		pw.Close()
 	}()
+	var once sync.Once
+	code := 0
+	g.stop = func() int {
+		once.Do(func() { cancel(); code = <-done })
+		return code
+	}
 	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("terp serve exited %d", code)
+		if code := g.stop(); code != 0 {
+			t.Errorf("terp serve exited %d:\n%s", code, g.log)
 		}
 	})
 	sc := bufio.NewScanner(pr)
 	addr := regexp.MustCompile(`serving the OpenAI API on (http://\S+/v1)`)
-	var said []string
 	for sc.Scan() {
-		said = append(said, sc.Text())
+		fmt.Fprintln(g.log, sc.Text())
 		if m := addr.FindStringSubmatch(sc.Text()); m != nil {
 			// The log goes on; it must be read for the server to write it.
-			go func() { _, _ = io.Copy(io.Discard, pr) }()
-			return m[1]
+			go func() { _, _ = io.Copy(g.log, pr) }()
+			g.base = m[1]
+			return g
 		}
 	}
-	t.Fatalf("terp serve did not say where it serves:\n%s", strings.Join(said, "\n"))
-	return ""
+	t.Fatalf("terp serve did not say where it serves:\n%s", g.log)
+	return nil
 }
 
 // The flags reach the server: the alias suffix names the model that runs
 // the code interpreter, --steps puts the steps in the content.
 func TestServeChatAliasAndStepsFlags(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(`print("wired")`)), answerFromTool(t))
-	base := startGateway(t, serverEnv(s), "--alias-suffix", "-ci", "--steps", "content")
+	base := startGateway(t, serverEnv(s), "--no-auth", "--alias-suffix", "-ci", "--steps", "content").base
 
 	resp, err := http.Post(base+"/chat/completions", "application/json",
 		strings.NewReader(`{"model": "test-model-ci", "messages": [{"role": "user", "content": "Is it wired?"}]}`))

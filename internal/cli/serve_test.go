@@ -2,16 +2,13 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/terptest"
@@ -74,30 +71,11 @@ func (l *lockedBuffer) String() string {
 func TestServeAnswersAndStops(t *testing.T) {
 	const key = "sk-test-0123456789abcdef"
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print(sum(range(101)))")), answerFromTool(t))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	home := terptest.TempDir(t)
 	env := serverEnv(s)
-	env["TERP_SERVE_KEY"], env["XDG_DATA_HOME"], env["HOME"] = key, filepath.Join(home, "data"), home
-	var errOut lockedBuffer
-	f := NewFactory()
-	f.IO = IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}
-	f.Getenv = func(k string) string { return env[k] }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	code := make(chan int, 1)
-	go func() { code <- Run(ctx, f, []string{"serve", "--listen", addr}) }()
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(errOut.String(), "serving the OpenAI API on http://"+addr); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", errOut.String())
-		}
-	}
+	env["TERP_SERVE_KEY"] = key
+	g := startGateway(t, env)
 	body := `{"model": "test-model", "input": "Sum 0..100.", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}`
-	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/responses", strings.NewReader(body))
+	req, _ := http.NewRequest("POST", g.base+"/responses", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -116,22 +94,16 @@ func TestServeAnswersAndStops(t *testing.T) {
 	err = json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
 	if err != nil || got.Status != "completed" {
-		t.Fatalf("%d %+v %v\n%s", resp.StatusCode, got, err, errOut.String())
+		t.Fatalf("%d %+v %v\n%s", resp.StatusCode, got, err, g.log)
 	}
 	last := got.Output[len(got.Output)-1]
 	if last.Type != "message" || !strings.Contains(last.Content[0].Text, "5050") {
 		t.Errorf("the answer is %+v; want one computed by the code (5050)", last)
 	}
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 || !strings.Contains(errOut.String(), "the containers' conversations are paused") {
-			t.Errorf("after Ctrl+C: exit %d\n%s", c, errOut.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("serve did not stop")
+	if code := g.stop(); code != 0 || !strings.Contains(g.log.String(), "the containers' conversations are paused") {
+		t.Errorf("after Ctrl+C: exit %d\n%s", code, g.log)
 	}
-	ls := terp(t, env, "", "sessions", "ls", "--json")
+	ls := terpWith(t, nil, g.env, "", "sessions", "ls", "--json")
 	if ls.code != 0 || !strings.Contains(ls.stdout, `"origin": "serve"`) && !strings.Contains(ls.stdout, `"origin":"serve"`) {
 		t.Errorf("the container's conversation is not kept: exit %d\n%s%s", ls.code, ls.stdout, ls.stderr)
 	}
