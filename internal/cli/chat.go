@@ -231,7 +231,7 @@ func (c *chatConversations) close() []string {
 
 // listConversations formats the stored conversations as `terp sessions ls`
 // does, to fit width columns, for /resume.
-func listConversations(st *store.Store, width int) (string, error) {
+func listConversations(st store.Store, width int) (string, error) {
 	rows, err := sessionRows(st)
 	if err != nil {
 		return "", err

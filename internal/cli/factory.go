@@ -54,7 +54,7 @@ type Factory struct {
 	// terp looks for a model server when none is configured.
 	LocalServers []localServer
 
-	store *store.Store
+	store store.Store
 }
 
 // NewFactory returns the factory for a real process.
@@ -83,7 +83,7 @@ func (f *Factory) Config(flags *pflag.FlagSet) (*config.Config, error) {
 func (f *Factory) DataDir() string { return config.DataDir(f.Getenv) }
 
 // Store opens the conversation store under DataDir, once.
-func (f *Factory) Store() (*store.Store, error) {
+func (f *Factory) Store() (store.Store, error) {
 	if f.store == nil {
 		if err := prepareDataDir(f.Getenv, f.DataDir()); err != nil {
 			return nil, err

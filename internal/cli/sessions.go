@@ -89,7 +89,7 @@ func newCmdSessionsLs(f *Factory) *cobra.Command {
 }
 
 // sessionRows lists the stored conversations, the most recent first.
-func sessionRows(st *store.Store) ([]sessionRow, error) {
+func sessionRows(st store.Store) ([]sessionRow, error) {
 	entries, err := st.List()
 	if err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // loadConversation finds a conversation by id or prefix.
-func loadConversation(f *Factory, ref string) (*store.Store, *store.Conversation, error) {
+func loadConversation(f *Factory, ref string) (store.Store, *store.Conversation, error) {
 	st, err := f.Store()
 	if err != nil {
 		return nil, nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +32,7 @@ type Conversation struct {
 
 	svc       *Service
 	cfg       *config.Config // this conversation's own
-	lock      *store.Lock
+	lock      store.Lock
 	backend   sandbox.Backend
 	keepFiles bool
 
@@ -364,7 +363,7 @@ func (c *Conversation) saveLocked() {
 	switch {
 	case err != nil && c.unsaved == nil:
 		c.warn(fmt.Sprintf("%v; the conversation goes on and the record stored before is intact: "+
-			"free space in %s (or make it writable) and terp saves everything after the next step or on exit", err, st.Dir()))
+			"free space in %s (or make it writable) and terp saves everything after the next step or on exit", err, st.Where()))
 	case err == nil && c.unsaved != nil:
 		c.warn(fmt.Sprintf("conversation %s is saved again", c.ID))
 	}
@@ -440,7 +439,7 @@ func (c *Conversation) Close(ctx context.Context) []string {
 	if c.unsaved != nil {
 		c.warn(fmt.Sprintf("conversation %s could not be saved on exit (%v): what is stored of it is "+
 			"as of its last save that worked, and its sandbox is kept; free space in %s before going on with it (terp ask --resume %s)",
-			c.ID, c.unsaved, c.svc.store.Dir(), c.ID))
+			c.ID, c.unsaved, c.svc.store.Where(), c.ID))
 	}
 	c.release()
 	return c.Warnings()
@@ -465,8 +464,8 @@ func (c *Conversation) empty() bool {
 	if len(c.rec.Messages) > 0 || c.rec.CodeRan || len(c.rec.Inputs) > 0 {
 		return false
 	}
-	kept, err := os.ReadDir(c.svc.store.InputsDir(c.ID))
-	return errors.Is(err, os.ErrNotExist) || (err == nil && len(kept) == 0)
+	kept, err := c.svc.store.HasInputs(c.ID)
+	return err == nil && !kept
 }
 
 // release lets another process open the conversation.

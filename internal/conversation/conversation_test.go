@@ -31,7 +31,7 @@ import (
 type world struct {
 	svc     *Service
 	backend *memory.Backend
-	store   *store.Store
+	store   store.Store
 	cfg     *config.Config
 	// backends counts the backends the service asked for, by sandbox name.
 	mu       sync.Mutex

@@ -36,7 +36,7 @@ import (
 // concurrent use, and so is each conversation it returns: a server holds
 // many at once, each with its own settings, sandbox and lock.
 type Service struct {
-	store      *store.Store
+	store      store.Store
 	newBackend func(*config.Config) (sandbox.Backend, error)
 	newModel   func(*config.Config) agent.Completer
 }
@@ -45,7 +45,7 @@ type Service struct {
 // conversation opened with that conversation's configuration; a front-end
 // that runs many (batch, a server) returns one shared backend from it.
 type Deps struct {
-	Store      *store.Store
+	Store      store.Store
 	NewBackend func(*config.Config) (sandbox.Backend, error)
 	NewModel   func(*config.Config) agent.Completer
 }
@@ -56,7 +56,7 @@ func New(deps Deps) *Service {
 }
 
 // Store is where the service keeps its conversations.
-func (s *Service) Store() *store.Store { return s.store }
+func (s *Service) Store() store.Store { return s.store }
 
 // InputError is a mistake in what the caller asked for (a file that cannot
 // be uploaded, an id that names no conversation), as opposed to a failure

@@ -239,13 +239,12 @@ func (c *Conversation) put(ctx context.Context, name, origin string, r io.Reader
 		return "", err
 	}
 	defer c.end()
-	kept := filepath.Join(c.svc.store.InputsDir(c.ID), name)
-	n, err := copyFile(r, kept)
+	n, err := c.svc.store.PutInput(c.ID, name, r)
 	if err != nil {
 		return "", fmt.Errorf("cannot upload %s: keeping a copy with the conversation failed (%w); free space in %s and upload it again",
-			name, err, c.svc.store.Dir())
+			name, err, c.svc.store.Where())
 	}
-	fh, err := os.Open(kept)
+	fh, err := c.svc.store.OpenInput(c.ID, name)
 	if err != nil {
 		return "", err
 	}
@@ -293,7 +292,7 @@ func (c *Conversation) RemoveFile(ctx context.Context, name string) error {
 	c.update(func(r *store.Conversation) {
 		r.Inputs = slices.DeleteFunc(r.Inputs, func(f store.File) bool { return f.Name == rel })
 	})
-	_ = os.Remove(filepath.Join(c.svc.store.InputsDir(c.ID), rel))
+	_ = c.svc.store.RemoveInput(c.ID, rel)
 	return nil
 }
 
@@ -309,7 +308,7 @@ func workPath(name string) (string, error) {
 // uploadInputs puts a conversation's kept uploads into a new sandbox.
 func (c *Conversation) uploadInputs(ctx context.Context) error {
 	for _, in := range c.rec.Inputs {
-		fh, err := os.Open(filepath.Join(c.svc.store.InputsDir(c.ID), in.Name))
+		fh, err := c.svc.store.OpenInput(c.ID, in.Name)
 		if err != nil {
 			return fmt.Errorf("upload %s again: %w", in.Name, err)
 		}
@@ -320,31 +319,6 @@ func (c *Conversation) uploadInputs(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// copyFile copies in to dst, creating dst's directory. The copy is written
-// beside dst and renamed over it, so a copy that fails (a full disk) leaves
-// an earlier upload of the same name whole.
-func copyFile(in io.Reader, dst string) (int64, error) {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return 0, err
-	}
-	out, err := os.CreateTemp(filepath.Dir(dst), ".upload-*")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(out.Name()) // fails harmlessly after the rename
-	n, err := io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(out.Name(), dst)
-	}
-	return n, err
 }
 
 // appendStored adds f, replacing an earlier file of the same name.

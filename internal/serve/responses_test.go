@@ -39,7 +39,7 @@ const (
 type testServer struct {
 	*httptest.Server
 	srv   *Server
-	store *store.Store
+	store store.Store
 }
 
 func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *testServer {

@@ -11,12 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Lock is a conversation held by this process. Two terp processes must not
+// fileLock is a conversation held by this process. Two terp processes must not
 // run the same conversation at once: both would append to one history and
 // drive one sandbox. The lock is an flock on a file in the conversation's
 // directory, so the kernel releases it when the process dies, however it
 // dies: a SIGKILLed terp never leaves a conversation locked.
-type Lock struct {
+type fileLock struct {
 	f *os.File
 }
 
@@ -25,7 +25,7 @@ var ErrBusy = errors.New("conversation is in use")
 
 // Lock takes the conversation id for this process, or fails at once with an
 // error wrapping ErrBusy that names the process holding it.
-func (s *Store) Lock(id string) (*Lock, error) {
+func (s *Dir) Lock(id string) (Lock, error) {
 	dir := s.path(id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lock conversation %s: %w", id, err)
@@ -51,11 +51,11 @@ func (s *Store) Lock(id string) (*Lock, error) {
 	// The pid is only for the message above; the flock is the lock.
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return &Lock{f: f}, nil
+	return &fileLock{f: f}, nil
 }
 
 // Unlock releases the conversation.
-func (l *Lock) Unlock() error {
+func (l *fileLock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}

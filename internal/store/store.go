@@ -91,22 +91,64 @@ type File struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// Store is the directory of conversations.
-type Store struct {
+// Store is where conversations are kept: a directory on this machine (Dir,
+// the default), or a database that several terp serve replicas share.
+// Every method is safe for concurrent use.
+type Store interface {
+	// Save writes the whole record, atomically: a crash leaves the old
+	// record or the new one.
+	Save(c *Conversation) error
+	// Load reads the conversation with the exact id; ErrNotFound, or a
+	// DamagedError for a record that cannot be read.
+	Load(id string) (*Conversation, error)
+	// Resolve turns an id or a unique prefix of one into the id.
+	Resolve(prefix string) (string, error)
+	// List returns every conversation, the most recently active first.
+	List() ([]Entry, error)
+	// Latest is the id of the most recently active readable conversation.
+	Latest() (string, error)
+	// Remove deletes a conversation's record and its kept uploads.
+	Remove(id string) error
+	// Lock takes the conversation for this process until Unlock, or
+	// fails at once with an error wrapping ErrBusy. A process that dies
+	// loses its locks.
+	Lock(id string) (Lock, error)
+	// PutInput keeps a copy of an upload, replacing one of the same name
+	// whole or not at all; OpenInput reads it back for a new sandbox.
+	PutInput(id, name string, r io.Reader) (int64, error)
+	OpenInput(id, name string) (io.ReadCloser, error)
+	RemoveInput(id, name string) error
+	// HasInputs reports whether any upload is kept, even one the record
+	// does not list yet.
+	HasInputs(id string) (bool, error)
+	// Where names the store in messages: what to free or fix when a save
+	// fails.
+	Where() string
+}
+
+// Lock is a conversation held by this process.
+type Lock interface {
+	Unlock() error
+}
+
+// Dir is the directory of conversations.
+type Dir struct {
 	dir string
 }
 
+var _ Store = (*Dir)(nil)
+
 // Open returns the store under dataDir ($XDG_DATA_HOME/terp), creating it.
-func Open(dataDir string) (*Store, error) {
+func Open(dataDir string) (*Dir, error) {
 	dir := filepath.Join(dataDir, "conversations")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open the conversation store: %w", err)
 	}
-	return &Store{dir: dir}, nil
+	return &Dir{dir: dir}, nil
 }
 
-// Dir is the store's directory.
-func (s *Store) Dir() string { return s.dir }
+// Where is the store's directory.
+func (s *Dir) Where() string { return s.dir }
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
@@ -147,15 +189,64 @@ func (c *Conversation) SetTitle(q string) {
 	}
 }
 
-func (s *Store) path(id string) string { return filepath.Join(s.dir, id) }
+func (s *Dir) path(id string) string { return filepath.Join(s.dir, id) }
 
 // InputsDir is where copies of a conversation's uploads are kept.
-func (s *Store) InputsDir(id string) string { return filepath.Join(s.path(id), "inputs") }
+func (s *Dir) InputsDir(id string) string { return filepath.Join(s.path(id), "inputs") }
+
+// PutInput copies r to the inputs directory. The copy is written beside
+// its place, synced and renamed over it, so a copy that fails (a full disk)
+// leaves an earlier upload of the same name whole.
+func (s *Dir) PutInput(id, name string, r io.Reader) (int64, error) {
+	dir := s.InputsDir(id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
+	}
+	out, err := os.CreateTemp(dir, ".upload-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(out.Name()) // fails harmlessly after the rename
+	n, err := io.Copy(out, r)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(out.Name(), filepath.Join(dir, name))
+	}
+	return n, err
+}
+
+// OpenInput opens the kept copy of the upload name.
+func (s *Dir) OpenInput(id, name string) (io.ReadCloser, error) {
+	return os.Open(filepath.Join(s.InputsDir(id), name))
+}
+
+// RemoveInput forgets the kept copy of the upload name.
+func (s *Dir) RemoveInput(id, name string) error {
+	err := os.Remove(filepath.Join(s.InputsDir(id), name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// HasInputs reports whether the inputs directory holds any file.
+func (s *Dir) HasInputs(id string) (bool, error) {
+	kept, err := os.ReadDir(s.InputsDir(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return len(kept) > 0, err
+}
 
 // Save writes c atomically: a temporary file, synced, renamed over the old
 // record, so that a crash at any moment leaves either the old record or the
 // new one, never a mix.
-func (s *Store) Save(c *Conversation) error {
+func (s *Dir) Save(c *Conversation) error {
 	c.Updated = time.Now().UTC()
 	dir := s.path(c.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -215,7 +306,7 @@ func (e *DamagedError) Unwrap() error { return e.Err }
 var ErrNotFound = errors.New("no such conversation")
 
 // Load reads the conversation with the exact id.
-func (s *Store) Load(id string) (*Conversation, error) {
+func (s *Dir) Load(id string) (*Conversation, error) {
 	f, err := os.Open(filepath.Join(s.path(id), "conversation.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -239,7 +330,7 @@ func (s *Store) Load(id string) (*Conversation, error) {
 }
 
 // Resolve turns an id or any unique prefix of one into the full id.
-func (s *Store) Resolve(prefix string) (string, error) {
+func (s *Dir) Resolve(prefix string) (string, error) {
 	prefix = strings.ToLower(strings.TrimSpace(prefix))
 	if prefix == "" {
 		return "", fmt.Errorf("%w: an empty id", ErrNotFound)
@@ -266,7 +357,7 @@ func (s *Store) Resolve(prefix string) (string, error) {
 	return "", fmt.Errorf("%q is ambiguous: it starts %s; give more of the id", prefix, strings.Join(matches, ", "))
 }
 
-func (s *Store) ids() ([]string, error) {
+func (s *Dir) ids() ([]string, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("read the conversation store: %w", err)
@@ -291,7 +382,7 @@ type Entry struct {
 // List returns every conversation, the most recently active first. A record
 // that cannot be read is listed with its error, so one damaged conversation
 // never hides the others.
-func (s *Store) List() ([]Entry, error) {
+func (s *Dir) List() ([]Entry, error) {
 	ids, err := s.ids()
 	if err != nil {
 		return nil, err
@@ -313,7 +404,7 @@ func updated(e Entry) time.Time {
 }
 
 // Latest returns the id of the most recently active readable conversation.
-func (s *Store) Latest() (string, error) {
+func (s *Dir) Latest() (string, error) {
 	entries, err := s.List()
 	if err != nil {
 		return "", err
@@ -328,7 +419,7 @@ func (s *Store) Latest() (string, error) {
 
 // Remove deletes a conversation's record and inputs. The caller removes its
 // sandbox first, while the record still says where it is.
-func (s *Store) Remove(id string) error {
+func (s *Dir) Remove(id string) error {
 	if !idPattern.MatchString(id) {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/terpdev/terp/internal/terptest"
 )
 
-func newStore(t *testing.T) *Store {
+func newStore(t *testing.T) *Dir {
 	t.Helper()
 	s, err := Open(t.TempDir())
 	if err != nil {
@@ -53,7 +53,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("loaded %+v\nwant %+v", got, c)
 	}
 	// No temporary files are left beside the record.
-	entries, _ := os.ReadDir(filepath.Join(s.Dir(), c.ID))
+	entries, _ := os.ReadDir(filepath.Join(s.Where(), c.ID))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			t.Errorf("left behind: %s", e.Name())
@@ -103,7 +103,7 @@ func TestDamagedRecordDoesNotBreakTheListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A record cut short, as by a disk that filled up under another tool.
-	path := filepath.Join(s.Dir(), bad.ID, "conversation.json")
+	path := filepath.Join(s.Where(), bad.ID, "conversation.json")
 	b, _ := os.ReadFile(path)
 	if err := os.WriteFile(path, b[:len(b)/2], 0o600); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestSaveOnAFullDiskKeepsTheRecordBefore(t *testing.T) {
 	if err := s.Save(c); err != nil {
 		t.Fatal(err)
 	}
-	filler := filepath.Join(s.Dir(), "filler")
+	filler := filepath.Join(s.Where(), "filler")
 	fill(t, filler)
 
 	c.Messages = append(c.Messages, llm.Message{Role: llm.RoleAssistant, Content: strings.Repeat("a long answer ", 1000)})
@@ -209,7 +209,7 @@ func TestSaveOnAFullDiskKeepsTheRecordBefore(t *testing.T) {
 	if err != nil || len(got.Messages) != 1 {
 		t.Fatalf("after the failed save: %v, %+v; want the record before, with its one message", err, got)
 	}
-	entries, _ := os.ReadDir(filepath.Join(s.Dir(), c.ID))
+	entries, _ := os.ReadDir(filepath.Join(s.Where(), c.ID))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			t.Errorf("the failed save left %s behind", e.Name())
