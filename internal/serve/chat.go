@@ -16,6 +16,7 @@ import (
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/serve/state"
 )
 
 // ContainerHeader carries a chat completion's container: terp sends it with
@@ -161,7 +162,12 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 	owner := ownerOf(r)
 	var c *container
 	if id := r.Header.Get(ContainerHeader); id != "" {
-		if c = s.container(owner, id); c == nil {
+		var err error
+		if c, err = s.container(r.Context(), owner, id); err != nil {
+			conversationError(w, err)
+			return
+		}
+		if c == nil {
 			notFound(w, "container", id)
 			return
 		}
@@ -177,7 +183,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 			return
 		}
 	}
-	defer c.use()()
+	defer s.use(r.Context(), c)()
 	if model != "" && model != c.conv.Info().Model {
 		c.conv.SetModel(model)
 	}
@@ -189,6 +195,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 	w.Header().Set(ContainerHeader, c.ID)
 
 	ct := &chatTurn{w: w, c: c, steps: steps, baseURL: baseURL(r), stream: req.Stream,
+		fileID: func(p string) string { return s.fileID(r.Context(), c, p) },
 		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		head:  chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
 	turn, err := c.conv.Ask(r.Context(), question, ct.handle)
@@ -198,9 +205,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 	if !errors.Is(err, conversation.ErrBusy) {
 		// The history is this completion's now, not that of the response
 		// that ran last: a response that names that one rewinds to it.
-		c.mu.Lock()
-		c.last = ct.head.ID
-		c.mu.Unlock()
+		s.change(r.Context(), c, func(rec *state.Container) { rec.Last = ct.head.ID })
 	}
 	ct.finish(turn, err)
 }
@@ -280,8 +285,10 @@ type chatTurn struct {
 	c       *container
 	steps   string
 	baseURL string
-	stream  bool
-	usage   bool // stream_options.include_usage
+	// fileID is the id of a file of the container's /work.
+	fileID func(path string) string
+	stream bool
+	usage  bool // stream_options.include_usage
 	head    chatCompletion
 
 	mu sync.Mutex
@@ -463,7 +470,7 @@ func (ct *chatTurn) links(res agent.Result) string {
 	var lines []string
 	for _, f := range res.Files {
 		name := path.Base(f.Path)
-		url := fmt.Sprintf("%s/v1/containers/%s/files/%s/content", ct.baseURL, ct.c.ID, ct.c.fileID(f.Path))
+		url := fmt.Sprintf("%s/v1/containers/%s/files/%s/content", ct.baseURL, ct.c.ID, ct.fileID(f.Path))
 		link := fmt.Sprintf("[%s](%s)", markdownEscaper.Replace(name), url)
 		if isImage(f.Path) {
 			link = "!" + link

@@ -2,8 +2,10 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"path"
@@ -12,45 +14,38 @@ import (
 	"sync"
 	"time"
 
+	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/serve/state"
+	"github.com/terpdev/terp/internal/store"
 )
 
 // defaultExpiry is how long a container lives after its last use unless
 // its creator says otherwise: OpenAI's 20 minutes.
 const defaultExpiry = 20
 
-// container is one terp conversation as the API sees it: a sandbox with
-// files that responses run code in.
+// container is a container that is live in this server: its record, and
+// the open conversation whose sandbox holds the files. A container whose
+// conversation is paused (the server restarted, or it went unused) is only
+// its record in the state, and is opened again on first use.
 type container struct {
-	ID        string
-	Owner     string
-	Name      string
-	CreatedAt time.Time
-	Minutes   int
-	Memory    string
-	Network   networkPolicy
-	conv      *conversation.Conversation
+	ID    string
+	Owner string
+	conv  *conversation.Conversation
 
-	mu         sync.Mutex
-	lastActive time.Time
-	busy       int // responses running in it, which hold off its expiry
-	// ids and paths name the files of /work for the API: a file keeps its
-	// id for the container's life. user marks the ones a client uploaded.
-	ids   map[string]string // path -> id
-	paths map[string]string // id -> path
-	user  map[string]bool
-	// last is the id of the response that ran last here, whose history
-	// the conversation holds.
-	last string
+	mu  sync.Mutex
+	rec state.Container
+	// busy counts the responses running in it, which hold off its expiry.
+	busy int
+	// savedActive is rec.LastActive as last saved: a use is saved only
+	// once a minute, for expiry counts in minutes.
+	savedActive time.Time
 }
 
 // networkPolicy is a container's egress, as the API writes it.
-type networkPolicy struct {
-	Type           string   `json:"type"`
-	AllowedDomains []string `json:"allowed_domains,omitempty"`
-}
+type networkPolicy = state.Network
 
 // containerObject is OpenAI's container object.
 type containerObject struct {
@@ -70,52 +65,118 @@ type expiresAfter struct {
 	Minutes int    `json:"minutes"`
 }
 
-func (c *container) object() containerObject {
+// containerObjectOf is the API's view of a container's record.
+func containerObjectOf(rec state.Container) containerObject {
+	n := rec.Network
+	return containerObject{ID: rec.ID, Object: "container", CreatedAt: rec.CreatedAt.Unix(), Status: "running",
+		ExpiresAfter: expiresAfter{Anchor: "last_active_at", Minutes: rec.Minutes}, LastActiveAt: rec.LastActive.Unix(),
+		Name: rec.Name, MemoryLimit: rec.Memory, Network: &n}
+}
+
+func (c *container) object() containerObject { return containerObjectOf(c.record()) }
+
+// record is a copy of c's record as it is now.
+func (c *container) record() state.Container {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.Network
-	return containerObject{ID: c.ID, Object: "container", CreatedAt: c.CreatedAt.Unix(), Status: "running",
-		ExpiresAfter: expiresAfter{Anchor: "last_active_at", Minutes: c.Minutes}, LastActiveAt: c.lastActive.Unix(),
-		Name: c.Name, MemoryLimit: c.Memory, Network: &n}
+	rec := c.rec
+	rec.Files = maps.Clone(rec.Files)
+	rec.User = slices.Clone(rec.User)
+	return rec
+}
+
+// change applies fn to c's record and saves it.
+func (s *Server) change(ctx context.Context, c *container, fn func(*state.Container)) {
+	c.mu.Lock()
+	fn(&c.rec)
+	c.mu.Unlock()
+	s.saveContainer(ctx, c)
+}
+
+// saveContainer writes c's record. A failure is logged, not returned: the
+// container works on, and the next change saves it all.
+func (s *Server) saveContainer(ctx context.Context, c *container) {
+	rec := c.record()
+	if err := s.state.SaveContainer(context.WithoutCancel(ctx), rec); err != nil {
+		s.cfg.Log.Warn("saving container", "container", c.ID, "error", err)
+		return
+	}
+	c.mu.Lock()
+	c.savedActive = rec.LastActive
+	c.mu.Unlock()
 }
 
 // touch marks the container used now, which puts off its expiry.
-func (c *container) touch() {
+func (s *Server) touch(ctx context.Context, c *container) {
 	c.mu.Lock()
-	c.lastActive = time.Now()
+	c.rec.LastActive = time.Now()
+	stale := c.rec.LastActive.Sub(c.savedActive) > time.Minute
 	c.mu.Unlock()
-}
-
-func (c *container) expired(now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.busy == 0 && now.Sub(c.lastActive) > time.Duration(c.Minutes)*time.Minute
+	if stale {
+		s.saveContainer(ctx, c)
+	}
 }
 
 // use marks a response running in c until the returned func is called.
-func (c *container) use() (done func()) {
+func (s *Server) use(ctx context.Context, c *container) (done func()) {
 	c.mu.Lock()
 	c.busy++
-	c.lastActive = time.Now()
 	c.mu.Unlock()
+	s.touch(ctx, c)
 	return func() {
 		c.mu.Lock()
 		c.busy--
-		c.lastActive = time.Now()
 		c.mu.Unlock()
+		s.touch(ctx, c)
 	}
 }
 
-// fileID is the id of the file at p (relative to /work), made on first sight.
-func (c *container) fileID(p string) string {
+// idle reports whether no response runs in c.
+func (c *container) idle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if id, ok := c.ids[p]; ok {
-		return id
+	return c.busy == 0
+}
+
+// fileID is the id of the file at p (relative to /work), made on first
+// sight and kept for the container's life.
+func (s *Server) fileID(ctx context.Context, c *container, p string) string {
+	c.mu.Lock()
+	id, ok := c.rec.Files[p]
+	if !ok {
+		id = newID("cfile_")
+		if c.rec.Files == nil {
+			c.rec.Files = map[string]string{}
+		}
+		c.rec.Files[p] = id
 	}
-	id := newID("cfile_")
-	c.ids[p], c.paths[id] = id, p
+	c.mu.Unlock()
+	if !ok {
+		s.saveContainer(ctx, c)
+	}
 	return id
+}
+
+// uploaded records that the client put the file at rel, relative to /work.
+func (s *Server) uploaded(ctx context.Context, c *container, rel string) {
+	s.fileID(ctx, c, rel)
+	s.change(ctx, c, func(r *state.Container) {
+		if !slices.Contains(r.User, rel) {
+			r.User = append(r.User, rel)
+		}
+	})
+}
+
+// pathOf is the path (relative to /work) of c's file id.
+func (c *container) pathOf(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, fid := range c.rec.Files {
+		if fid == id {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // containerOptions is what a client may ask of a new container.
@@ -134,10 +195,9 @@ var memoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 3
 // named uploaded. A mistake in opts is answered as a 400 by the caller, with
 // the parameter the error names.
 func (s *Server) newContainer(ctx context.Context, owner string, opts containerOptions) (*container, *paramError) {
-	cfg := *s.cfg.Settings
-	c := &container{ID: newID("cntr_"), Owner: owner, Name: opts.Name, CreatedAt: time.Now(), Minutes: defaultExpiry,
-		Memory: "1g", Network: networkPolicy{Type: "disabled"},
-		ids: map[string]string{}, paths: map[string]string{}, user: map[string]bool{}}
+	now := time.Now()
+	rec := state.Container{ID: newID("cntr_"), Owner: owner, Name: opts.Name, CreatedAt: now, LastActive: now, Minutes: defaultExpiry,
+		Memory: memoryName(s.cfg.Settings.MemoryLimit), Network: networkPolicy{Type: "disabled"}}
 	if opts.ExpiresAfter != nil {
 		if opts.ExpiresAfter.Anchor != "" && opts.ExpiresAfter.Anchor != "last_active_at" {
 			return nil, badParam("expires_after.anchor", "the only anchor is last_active_at")
@@ -145,21 +205,17 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 		if m := opts.ExpiresAfter.Minutes; m < 1 || m > 20*24*60 {
 			return nil, badParam("expires_after.minutes", "give between 1 and 28800 minutes")
 		}
-		c.Minutes = opts.ExpiresAfter.Minutes
+		rec.Minutes = opts.ExpiresAfter.Minutes
 	}
 	if opts.MemoryLimit != "" {
-		n, ok := memoryLimits[strings.ToLower(opts.MemoryLimit)]
-		if !ok {
+		if _, ok := memoryLimits[strings.ToLower(opts.MemoryLimit)]; !ok {
 			return nil, badParam("memory_limit", "memory_limit is one of 1g, 4g, 16g, 64g")
 		}
-		c.Memory, cfg.MemoryLimit = strings.ToLower(opts.MemoryLimit), n
-	} else {
-		c.Memory = memoryName(cfg.MemoryLimit)
+		rec.Memory = strings.ToLower(opts.MemoryLimit)
 	}
 	if opts.Network != nil {
 		switch opts.Network.Type {
 		case "disabled", "":
-			cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkNone), nil
 		case "allowlist":
 			if len(opts.Network.AllowedDomains) == 0 {
 				return nil, badParam("network_policy.allowed_domains", "an allowlist names at least one domain")
@@ -169,52 +225,60 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 					return nil, badParam("network_policy.allowed_domains", err.Error())
 				}
 			}
-			cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkAllowlist), slices.Clone(opts.Network.AllowedDomains)
-			c.Network = networkPolicy{Type: "allowlist", AllowedDomains: cfg.NetworkAllow}
+			rec.Network = networkPolicy{Type: "allowlist", AllowedDomains: slices.Clone(opts.Network.AllowedDomains)}
 		default:
 			return nil, badParam("network_policy.type", "network_policy.type is disabled or allowlist")
 		}
-	} else {
-		// A container has no network unless asked, whatever the server's
-		// own default.
-		cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkNone), nil
 	}
-	s.mu.Lock()
-	live := 0
-	for _, other := range s.containers {
-		if other.Owner == owner {
-			live++
-		}
+	mine, err := s.state.Containers(ctx, owner)
+	if err != nil {
+		return nil, &paramError{err: err}
 	}
-	s.mu.Unlock()
-	if live >= s.cfg.MaxContainers {
+	if len(mine) >= s.cfg.MaxContainers {
 		return nil, &paramError{status: http.StatusTooManyRequests, param: "container",
-			message: fmt.Sprintf("this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", live)}
+			message: fmt.Sprintf("this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", len(mine))}
 	}
-	var files []fileObject
+	var files []state.File
 	for _, id := range opts.FileIDs {
-		f, ok := s.files.get(owner, id)
-		if !ok {
+		f, err := s.state.File(ctx, owner, id)
+		if err != nil {
 			return nil, badParam("file_ids", fmt.Sprintf("no file found with id '%s'", id))
 		}
 		files = append(files, f)
 	}
-	conv, err := s.cfg.Conversations.Open(ctx, &cfg, conversation.Options{Origin: "serve", KeepFiles: true})
+	conv, err := s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: "serve", KeepFiles: true})
 	if err != nil {
 		return nil, &paramError{err: err}
 	}
-	c.conv = conv
-	c.touch()
+	rec.Conversation = conv.ID
+	c := &container{ID: rec.ID, Owner: owner, conv: conv, rec: rec}
 	for _, f := range files {
 		if err := s.putFile(ctx, c, f); err != nil {
 			c.conv.Close(ctx)
 			return nil, &paramError{err: err}
 		}
 	}
+	s.saveContainer(ctx, c)
 	s.mu.Lock()
 	s.containers[c.ID] = c
 	s.mu.Unlock()
 	return c, nil
+}
+
+// containerConfig is the settings a container's conversation runs with: the
+// server's, with the container's memory limit and network policy. A
+// container has no network unless its creator asked, whatever the server's
+// own default.
+func (s *Server) containerConfig(rec state.Container) *config.Config {
+	cfg := *s.cfg.Settings
+	if n, ok := memoryLimits[rec.Memory]; ok && n != memoryLimits[memoryName(cfg.MemoryLimit)] {
+		cfg.MemoryLimit = n
+	}
+	cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkNone), nil
+	if rec.Network.Type == "allowlist" {
+		cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkAllowlist), slices.Clone(rec.Network.AllowedDomains)
+	}
+	return &cfg
 }
 
 // memoryName is a limit as OpenAI names it, the nearest that is not less.
@@ -251,33 +315,94 @@ func (e *paramError) answer(w http.ResponseWriter) {
 }
 
 // putFile uploads the stored file f into c's /work.
-func (s *Server) putFile(ctx context.Context, c *container, f fileObject) error {
-	fh, err := s.files.open(f)
+func (s *Server) putFile(ctx context.Context, c *container, f state.File) error {
+	fh, err := s.state.OpenFile(ctx, f)
 	if err != nil {
 		return err
 	}
 	defer fh.Close()
-	dest, err := c.conv.Put(ctx, f.Filename, fh)
+	return s.put(ctx, c, f.Filename, fh)
+}
+
+// put writes r to c's /work/name as the client's upload.
+func (s *Server) put(ctx context.Context, c *container, name string, r io.Reader) error {
+	dest, err := c.conv.Put(ctx, name, r)
 	if err != nil {
 		return err
 	}
-	rel := strings.TrimPrefix(dest, sandbox.WorkDir+"/")
-	c.fileID(rel)
-	c.mu.Lock()
-	c.user[rel] = true
-	c.mu.Unlock()
+	s.uploaded(ctx, c, strings.TrimPrefix(dest, sandbox.WorkDir+"/"))
 	return nil
 }
 
-// container is owner's container id, or nil.
-func (s *Server) container(owner, id string) *container {
+// container is owner's container id, opened in this server if it was
+// paused (by a restart, or another replica); nil when the key has none.
+func (s *Server) container(ctx context.Context, owner, id string) (*container, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c := s.containers[id]
-	if c == nil || c.Owner != owner {
-		return nil
+	s.mu.Unlock()
+	if c != nil {
+		if c.Owner != owner {
+			return nil, nil
+		}
+		return c, nil
 	}
-	return c
+	rec, err := s.state.Container(ctx, owner, id)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.open(ctx, rec)
+}
+
+// open makes the container of rec live: its conversation resumed, with
+// its sandbox (the model is told that Python restarted). A container whose
+// conversation was discarded, for it held nothing, gets a new one.
+func (s *Server) open(ctx context.Context, rec state.Container) (*container, error) {
+	s.opening.Lock()
+	defer s.opening.Unlock()
+	s.mu.Lock()
+	c := s.containers[rec.ID]
+	s.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	var conv *conversation.Conversation
+	var err error
+	if rec.Conversation != "" {
+		conv, err = s.cfg.Conversations.Resume(ctx, s.containerConfig(rec), rec.Conversation)
+	}
+	if rec.Conversation == "" || errors.Is(err, store.ErrNotFound) {
+		conv, err = s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: "serve", KeepFiles: true})
+		if err == nil {
+			rec.Conversation = conv.ID
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open container %s: %w", rec.ID, err)
+	}
+	for _, w := range conv.Warnings() {
+		s.cfg.Log.Info("opening container", "container", rec.ID, "note", w)
+	}
+	c = &container{ID: rec.ID, Owner: rec.Owner, conv: conv, rec: rec}
+	s.saveContainer(ctx, c)
+	s.mu.Lock()
+	s.containers[c.ID] = c
+	s.mu.Unlock()
+	return c, nil
+}
+
+// record is owner's container record: the live one's, else the stored one,
+// without opening it.
+func (s *Server) record(ctx context.Context, owner, id string) (state.Container, error) {
+	s.mu.Lock()
+	c := s.containers[id]
+	s.mu.Unlock()
+	if c != nil && c.Owner == owner {
+		return c.record(), nil
+	}
+	return s.state.Container(ctx, owner, id)
 }
 
 func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
@@ -295,61 +420,74 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listContainers(w http.ResponseWriter, r *http.Request) {
 	owner := ownerOf(r)
-	s.mu.Lock()
-	var out []containerObject
-	for _, c := range s.containers {
-		if c.Owner == owner {
-			out = append(out, c.object())
-		}
+	recs, err := s.state.Containers(r.Context(), owner)
+	if err != nil {
+		serverError(w, err)
+		return
 	}
-	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b containerObject) int {
-		if a.CreatedAt != b.CreatedAt {
-			return int(b.CreatedAt - a.CreatedAt)
+	out := make([]containerObject, 0, len(recs))
+	for _, rec := range recs {
+		if live, err := s.record(r.Context(), owner, rec.ID); err == nil {
+			rec = live
 		}
-		return strings.Compare(a.ID, b.ID)
-	})
+		out = append(out, containerObjectOf(rec))
+	}
 	writeJSON(w, http.StatusOK, newList(out, func(c containerObject) string { return c.ID }))
 }
 
 func (s *Server) getContainer(w http.ResponseWriter, r *http.Request) {
-	c := s.container(ownerOf(r), r.PathValue("id"))
-	if c == nil {
-		notFound(w, "container", r.PathValue("id"))
+	rec, err := s.record(r.Context(), ownerOf(r), r.PathValue("id"))
+	if err != nil {
+		stateError(w, err, "container", r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, c.object())
+	writeJSON(w, http.StatusOK, containerObjectOf(rec))
 }
 
 func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request) {
-	c := s.container(ownerOf(r), r.PathValue("id"))
-	if c == nil {
-		notFound(w, "container", r.PathValue("id"))
+	rec, err := s.record(r.Context(), ownerOf(r), r.PathValue("id"))
+	if err != nil {
+		stateError(w, err, "container", r.PathValue("id"))
 		return
 	}
-	if err := s.removeContainer(r.Context(), c); err != nil {
-		serverError(w, err)
+	if err := s.removeContainer(r.Context(), rec); err != nil {
+		conversationError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, deleted{ID: c.ID, Object: "container.deleted", Deleted: true})
+	writeJSON(w, http.StatusOK, deleted{ID: rec.ID, Object: "container.deleted", Deleted: true})
 }
 
-// removeContainer ends c for good: its sandbox and its stored conversation.
-func (s *Server) removeContainer(ctx context.Context, c *container) error {
+// removeContainer ends the container of rec for good: its sandbox, its
+// stored conversation and its record. One open in another replica is left
+// alone (an error wrapping store.ErrBusy).
+func (s *Server) removeContainer(ctx context.Context, rec state.Container) error {
 	s.mu.Lock()
-	delete(s.containers, c.ID)
+	c := s.containers[rec.ID]
+	delete(s.containers, rec.ID)
 	s.mu.Unlock()
-	for _, w := range c.conv.Close(ctx) {
-		s.cfg.Log.Warn("closing container", "container", c.ID, "warning", w)
+	kept := true
+	if c != nil {
+		for _, w := range c.conv.Close(ctx) {
+			s.cfg.Log.Warn("closing container", "container", c.ID, "warning", w)
+		}
+		kept = c.conv.Kept()
 	}
-	if !c.conv.Kept() {
-		return nil
+	if kept && rec.Conversation != "" {
+		conv, err := s.cfg.Conversations.Store().Load(rec.Conversation)
+		switch {
+		case err == nil:
+			if err := s.cfg.Conversations.Remove(ctx, s.cfg.Settings, conv); err != nil {
+				return err
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
 	}
-	rec, err := s.cfg.Conversations.Store().Load(c.conv.ID)
-	if err != nil {
-		return err
+	err := s.state.DeleteContainer(ctx, rec.Owner, rec.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil // removed by another replica meanwhile
 	}
-	return s.cfg.Conversations.Remove(ctx, s.cfg.Settings, rec)
+	return err
 }
 
 func (s *Server) expireLoop() {
@@ -361,21 +499,37 @@ func (s *Server) expireLoop() {
 		case <-s.stop:
 			return
 		case now := <-t.C:
-			s.mu.Lock()
-			var old []*container
-			for _, c := range s.containers {
-				if c.expired(now) {
-					old = append(old, c)
-				}
+			s.expire(now)
+		}
+	}
+}
+
+// expire removes the containers unused for longer than their expiry, live
+// or paused, but none that a response runs in, here or in another replica
+// (whose conversation lock keeps it).
+func (s *Server) expire(now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recs, err := s.state.Containers(ctx, "")
+	if err != nil {
+		s.cfg.Log.Warn("listing containers to expire", "error", err)
+		return
+	}
+	for _, rec := range recs {
+		s.mu.Lock()
+		c := s.containers[rec.ID]
+		s.mu.Unlock()
+		if c != nil {
+			if !c.idle() {
+				continue
 			}
-			s.mu.Unlock()
-			for _, c := range old {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				if err := s.removeContainer(ctx, c); err != nil {
-					s.cfg.Log.Warn("expiring container", "container", c.ID, "error", err)
-				}
-				cancel()
-			}
+			rec = c.record()
+		}
+		if !rec.Expired(now) {
+			continue
+		}
+		if err := s.removeContainer(ctx, rec); err != nil && !errors.Is(err, store.ErrBusy) {
+			s.cfg.Log.Warn("expiring container", "container", rec.ID, "error", err)
 		}
 	}
 }
@@ -391,11 +545,11 @@ type containerFile struct {
 	Source      string `json:"source"`
 }
 
-func (c *container) fileObject(fi sandbox.FileInfo) containerFile {
-	id := c.fileID(fi.Path)
+func (s *Server) fileObject(ctx context.Context, c *container, fi sandbox.FileInfo) containerFile {
+	id := s.fileID(ctx, c, fi.Path)
 	c.mu.Lock()
 	source := "assistant"
-	if c.user[fi.Path] {
+	if slices.Contains(c.rec.User, fi.Path) {
 		source = "user"
 	}
 	c.mu.Unlock()
@@ -404,24 +558,22 @@ func (c *container) fileObject(fi sandbox.FileInfo) containerFile {
 }
 
 // files lists c's /work for the API.
-func (c *container) files(ctx context.Context) ([]containerFile, error) {
+func (s *Server) files(ctx context.Context, c *container) ([]containerFile, error) {
 	infos, err := c.conv.Files(ctx)
 	out := make([]containerFile, 0, len(infos))
 	for _, fi := range infos {
-		out = append(out, c.fileObject(fi))
+		out = append(out, s.fileObject(ctx, c, fi))
 	}
 	return out, err
 }
 
 // lookupFile is c's file id, as it is now in /work.
-func (c *container) lookupFile(ctx context.Context, id string) (containerFile, bool, error) {
-	c.mu.Lock()
-	p, ok := c.paths[id]
-	c.mu.Unlock()
+func (s *Server) lookupFile(ctx context.Context, c *container, id string) (containerFile, bool, error) {
+	p, ok := c.pathOf(id)
 	if !ok {
 		return containerFile{}, false, nil
 	}
-	all, err := c.files(ctx)
+	all, err := s.files(ctx, c)
 	if err != nil {
 		return containerFile{}, false, err
 	}
@@ -436,12 +588,16 @@ func (c *container) lookupFile(ctx context.Context, id string) (containerFile, b
 // withContainer runs fn on the request's container, answering 404 for one
 // that is not the key's.
 func (s *Server) withContainer(w http.ResponseWriter, r *http.Request, fn func(*container)) {
-	c := s.container(ownerOf(r), r.PathValue("id"))
-	if c == nil {
+	c, err := s.container(r.Context(), ownerOf(r), r.PathValue("id"))
+	switch {
+	case err != nil:
+		conversationError(w, err)
+		return
+	case c == nil:
 		notFound(w, "container", r.PathValue("id"))
 		return
 	}
-	c.touch()
+	s.touch(r.Context(), c)
 	fn(c)
 }
 
@@ -454,14 +610,8 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			defer body.Close()
-			var dest string
-			if dest, err = c.conv.Put(r.Context(), name, body); err == nil {
-				rel := strings.TrimPrefix(dest, sandbox.WorkDir+"/")
-				c.mu.Lock()
-				c.user[rel] = true
-				c.mu.Unlock()
-				c.fileID(rel)
-				s.answerFile(w, r, c, rel)
+			if err = s.put(r.Context(), c, name, body); err == nil {
+				s.answerFile(w, r, c, name)
 			}
 		} else {
 			var req struct {
@@ -470,8 +620,8 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 			if !decode(w, r, &req) {
 				return
 			}
-			f, ok := s.files.get(ownerOf(r), req.FileID)
-			if !ok {
+			f, ferr := s.state.File(r.Context(), ownerOf(r), req.FileID)
+			if ferr != nil {
 				badRequest(w, "file_id", "no file found with id '%s'; upload it with POST /v1/files, or send the file itself as multipart/form-data", req.FileID)
 				return
 			}
@@ -487,7 +637,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 
 // answerFile answers with the container file at rel.
 func (s *Server) answerFile(w http.ResponseWriter, r *http.Request, c *container, rel string) {
-	f, ok, err := c.lookupFile(r.Context(), c.fileID(rel))
+	f, ok, err := s.lookupFile(r.Context(), c, s.fileID(r.Context(), c, rel))
 	switch {
 	case err != nil:
 		serverError(w, err)
@@ -500,7 +650,7 @@ func (s *Server) answerFile(w http.ResponseWriter, r *http.Request, c *container
 
 func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request) {
 	s.withContainer(w, r, func(c *container) {
-		files, err := c.files(r.Context())
+		files, err := s.files(r.Context(), c)
 		if err != nil && len(files) == 0 {
 			conversationError(w, err)
 			return
@@ -513,7 +663,7 @@ func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request) {
 // for one that is not there.
 func (s *Server) withContainerFile(w http.ResponseWriter, r *http.Request, fn func(*container, containerFile)) {
 	s.withContainer(w, r, func(c *container) {
-		f, ok, err := c.lookupFile(r.Context(), r.PathValue("fid"))
+		f, ok, err := s.lookupFile(r.Context(), c, r.PathValue("fid"))
 		switch {
 		case err != nil:
 			conversationError(w, err)

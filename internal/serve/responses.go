@@ -1,8 +1,10 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/serve/state"
 )
 
 // responseRequest is the body of POST /v1/responses, as far as terp reads
@@ -186,40 +189,57 @@ type storedResponse struct {
 // forgotten, as each holds a whole history.
 const maxResponses = 1000
 
-// keep stores sr for GET and previous_response_id.
-func (s *Server) keep(sr *storedResponse) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.responses[sr.object.ID] = sr
-	order := append(s.order[sr.owner], sr.object.ID)
-	for len(order) > maxResponses {
-		delete(s.responses, order[0])
-		order = order[1:]
+// keep stores sr for GET and previous_response_id. A response that cannot
+// be stored is logged: the client has its answer, and only a later
+// previous_response_id naming it fails.
+func (s *Server) keep(ctx context.Context, sr *storedResponse) {
+	obj, err := json.Marshal(sr.object)
+	if err != nil {
+		s.cfg.Log.Warn("storing response", "response", sr.object.ID, "error", err)
+		return
 	}
-	s.order[sr.owner] = order
+	hist, err := json.Marshal(sr.history)
+	if err != nil {
+		s.cfg.Log.Warn("storing response", "response", sr.object.ID, "error", err)
+		return
+	}
+	rec := state.Response{ID: sr.object.ID, Owner: sr.owner, Container: sr.container, CreatedAt: time.Now(), Object: obj, History: hist}
+	if err := s.state.SaveResponse(context.WithoutCancel(ctx), rec, maxResponses); err != nil {
+		s.cfg.Log.Warn("storing response", "response", sr.object.ID, "error", err)
+	}
+}
+
+// stored is owner's stored response id.
+func (s *Server) stored(ctx context.Context, owner, id string) (*storedResponse, error) {
+	rec, err := s.state.Response(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	sr := &storedResponse{owner: rec.Owner, container: rec.Container}
+	if err := json.Unmarshal(rec.Object, &sr.object); err != nil {
+		return nil, fmt.Errorf("response %s is damaged: %w", id, err)
+	}
+	if err := json.Unmarshal(rec.History, &sr.history); err != nil {
+		return nil, fmt.Errorf("response %s is damaged: %w", id, err)
+	}
+	return sr, nil
 }
 
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	sr := s.responses[r.PathValue("id")]
-	s.mu.Unlock()
-	if sr == nil || sr.owner != ownerOf(r) {
-		notFound(w, "response", r.PathValue("id"))
+	rec, err := s.state.Response(r.Context(), ownerOf(r), r.PathValue("id"))
+	if err != nil {
+		stateError(w, err, "response", r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, sr.object)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(rec.Object, '\n'))
 }
 
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s.mu.Lock()
-	sr := s.responses[id]
-	if sr != nil && sr.owner == ownerOf(r) {
-		delete(s.responses, id)
-	}
-	s.mu.Unlock()
-	if sr == nil || sr.owner != ownerOf(r) {
-		notFound(w, "response", id)
+	if err := s.state.DeleteResponse(r.Context(), ownerOf(r), id); err != nil {
+		stateError(w, err, "response", id)
 		return
 	}
 	writeJSON(w, http.StatusOK, deleted{ID: id, Object: "response", Deleted: true})
@@ -242,7 +262,7 @@ type turnRequest struct {
 type namedFile struct {
 	name string
 	data []byte      // inline file_data
-	file *fileObject // or an uploaded file
+	file *state.File // or an uploaded file
 }
 
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
@@ -257,7 +277,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := tr.cont
-	defer c.use()()
+	defer s.use(r.Context(), c)()
 	err := s.prepare(r.Context(), c, tr, &req)
 	if err != nil {
 		conversationError(w, err)
@@ -280,7 +300,8 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if tr.prev != nil {
 		resp.PreviousResponseID = &req.PreviousResponseID
 	}
-	b := &outputBuilder{resp: &resp, container: c, outputs: tr.logs, baseURL: baseURL(r)}
+	b := &outputBuilder{resp: &resp, container: c, outputs: tr.logs, baseURL: baseURL(r),
+		fileID: func(p string) string { return s.fileID(r.Context(), c, p) }}
 	if req.Stream {
 		sse, ok := newSSE(w)
 		if !ok {
@@ -301,11 +322,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return // the client is gone: nobody to answer
 	}
 	if resp.Store {
-		s.keep(&storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp})
+		s.keep(r.Context(), &storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp})
 	}
-	c.mu.Lock()
-	c.last = resp.ID
-	c.mu.Unlock()
+	s.change(r.Context(), c, func(rec *state.Container) { rec.Last = resp.ID })
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, resp)
 	}
@@ -335,7 +354,7 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 	if tool == nil {
 		return nil, badParam("tools", `give the code_interpreter tool: "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]`)
 	}
-	q, files, outputs, perr := s.readInput(owner, req.Input)
+	q, files, outputs, perr := s.readInput(ctx, owner, req.Input)
 	if perr != nil {
 		return nil, perr
 	}
@@ -347,11 +366,13 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 		tr.question = "(Instructions for this conversation: " + req.Instructions + ")\n\n" + tr.question
 	}
 	if req.PreviousResponseID != "" {
-		s.mu.Lock()
-		tr.prev = s.responses[req.PreviousResponseID]
-		s.mu.Unlock()
-		if tr.prev == nil || tr.prev.owner != owner {
+		var err error
+		tr.prev, err = s.stored(ctx, owner, req.PreviousResponseID)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
 			return nil, badParam("previous_response_id", fmt.Sprintf("no response found with id '%s'", req.PreviousResponseID))
+		case err != nil:
+			return nil, &paramError{err: err}
 		}
 	}
 	// The container: the one named, else the previous response's, else a
@@ -365,15 +386,19 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 			}
 		}
 	}
+	var err error
 	switch {
 	case named != "":
-		if tr.cont = s.container(owner, named); tr.cont == nil {
+		if tr.cont, err = s.container(ctx, owner, named); err == nil && tr.cont == nil {
 			return nil, badParam("tools.container", fmt.Sprintf("no container found with id '%s'", named))
 		}
 	case tr.prev != nil:
-		if tr.cont = s.container(owner, tr.prev.container); tr.cont == nil {
+		if tr.cont, err = s.container(ctx, owner, tr.prev.container); err == nil && tr.cont == nil {
 			return nil, badParam("previous_response_id", fmt.Sprintf("the container of response %s (%s) has expired; start a new response without previous_response_id", req.PreviousResponseID, tr.prev.container))
 		}
+	}
+	if err != nil {
+		return nil, &paramError{err: err}
 	}
 	if tr.cont == nil {
 		c, perr := s.newContainer(ctx, owner, containerOptions{FileIDs: auto.FileIDs, MemoryLimit: auto.MemoryLimit, Network: auto.Network})
@@ -383,8 +408,8 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 		tr.cont = c
 	} else {
 		for _, id := range auto.FileIDs {
-			f, ok := s.files.get(owner, id)
-			if !ok {
+			f, err := s.state.File(ctx, owner, id)
+			if err != nil {
 				return nil, badParam("tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
 			}
 			tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
@@ -401,7 +426,7 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 
 // readInput turns input (a string, or an array of items) into the question
 // and the files it attaches.
-func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFile, []agent.ClientOutput, *paramError) {
+func (s *Server) readInput(ctx context.Context, owner string, raw json.RawMessage) (string, []namedFile, []agent.ClientOutput, *paramError) {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		if strings.TrimSpace(text) == "" {
@@ -447,7 +472,7 @@ func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFi
 			case "input_text", "output_text", "text":
 				said = append(said, p.Text)
 			case "input_file":
-				f, perr := s.inputFile(owner, p, param)
+				f, perr := s.inputFile(ctx, owner, p, param)
 				if perr != nil {
 					return "", nil, nil, perr
 				}
@@ -480,10 +505,10 @@ func (s *Server) readInput(owner string, raw json.RawMessage) (string, []namedFi
 }
 
 // inputFile is an input_file part: an uploaded file by id, or inline data.
-func (s *Server) inputFile(owner string, p inputPart, param string) (namedFile, *paramError) {
+func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param string) (namedFile, *paramError) {
 	if p.FileID != "" {
-		f, ok := s.files.get(owner, p.FileID)
-		if !ok {
+		f, err := s.state.File(ctx, owner, p.FileID)
+		if err != nil {
 			return namedFile{}, badParam(param+".file_id", fmt.Sprintf("no file found with id '%s'", p.FileID))
 		}
 		return namedFile{name: f.Filename, file: &f}, nil
@@ -505,9 +530,7 @@ func (s *Server) inputFile(owner string, p inputPart, param string) (namedFile, 
 // prepare readies the container for the turn: the history it continues,
 // and the files the input attaches.
 func (s *Server) prepare(ctx context.Context, c *container, tr *turnRequest, req *responseRequest) error {
-	c.mu.Lock()
-	last := c.last
-	c.mu.Unlock()
+	last := c.record().Last
 	switch {
 	case tr.prev != nil && tr.prev.object.ID != last:
 		if err := c.conv.Rewind(ctx, tr.prev.history); err != nil {
@@ -527,15 +550,9 @@ func (s *Server) prepare(ctx context.Context, c *container, tr *turnRequest, req
 			}
 			continue
 		}
-		dest, err := c.conv.Put(ctx, f.name, strings.NewReader(string(f.data)))
-		if err != nil {
+		if err := s.put(ctx, c, f.name, bytes.NewReader(f.data)); err != nil {
 			return err
 		}
-		rel := strings.TrimPrefix(dest, "/work/")
-		c.fileID(rel)
-		c.mu.Lock()
-		c.user[rel] = true
-		c.mu.Unlock()
 	}
 	return nil
 }
@@ -558,6 +575,8 @@ type outputBuilder struct {
 	outputs   bool
 	baseURL   string
 	sse       *sseWriter
+	// fileID is the id of a file of the container's /work.
+	fileID func(path string) string
 
 	mu sync.Mutex
 	// calls are the code_interpreter_call items by the model's call id.
@@ -676,7 +695,7 @@ func (b *outputBuilder) codeOutputs(e agent.ToolOutput) []codeOutput {
 	out := []codeOutput{{Type: "logs", Logs: logs}}
 	for _, f := range e.Files {
 		if ext := strings.ToLower(path.Ext(f)); ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".gif" || ext == ".svg" {
-			id := b.container.fileID(f)
+			id := b.fileID(f)
 			out = append(out, codeOutput{Type: "image", URL: fmt.Sprintf("%s/v1/containers/%s/files/%s/content", b.baseURL, b.container.ID, id)})
 		}
 	}
@@ -735,7 +754,7 @@ func (b *outputBuilder) message(res agent.Result) {
 		if start < 0 {
 			start, end = len(text), len(text)
 		}
-		a := annotation{Type: "container_file_citation", ContainerID: b.container.ID, FileID: b.container.fileID(f.Path),
+		a := annotation{Type: "container_file_citation", ContainerID: b.container.ID, FileID: b.fileID(f.Path),
 			Filename: name, StartIndex: start, EndIndex: end}
 		b.emit("response.output_text.annotation.added", map[string]any{"item_id": item.ID, "output_index": idx,
 			"content_index": 0, "annotation_index": len(part.Annotations), "annotation": a})

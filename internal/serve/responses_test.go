@@ -500,23 +500,31 @@ func TestContainersExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldConv := ts.srv.container("alice", old.ID).conv.ID
-	bc := ts.srv.container("alice", busy.ID)
+	live := func(id string) *container {
+		c, err := ts.srv.container(ctx(t), "alice", id)
+		if err != nil || c == nil {
+			t.Fatalf("container %s: %v", id, err)
+		}
+		return c
+	}
+	oldConv := live(old.ID).conv.ID
+	bc := live(busy.ID)
 	bc.mu.Lock()
 	bc.busy++
 	bc.mu.Unlock()
 	// Both were last used two minutes ago; a response runs in busy.
 	for _, id := range []string{old.ID, busy.ID} {
-		c := ts.srv.container("alice", id)
+		c := live(id)
 		if _, err := c.conv.Put(ctx(t), "kept.txt", strings.NewReader("x")); err != nil {
 			t.Fatal(err)
 		}
 		c.mu.Lock()
-		c.lastActive = time.Now().Add(-2 * time.Minute)
+		c.rec.LastActive = time.Now().Add(-2 * time.Minute)
 		c.mu.Unlock()
 	}
 	stored := func() bool { _, err := ts.store.Load(oldConv); return err == nil }
-	for deadline := time.Now().Add(30 * time.Second); ts.srv.container("alice", old.ID) != nil || stored(); time.Sleep(10 * time.Millisecond) {
+	recorded := func() bool { _, err := ts.srv.record(ctx(t), "alice", old.ID); return err == nil }
+	for deadline := time.Now().Add(30 * time.Second); recorded() || stored(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the expired container was never removed with its conversation (stored: %v)", stored())
 		}

@@ -27,6 +27,8 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/serve/state"
+	"github.com/terpdev/terp/internal/store"
 )
 
 // Config is what a Server is built from.
@@ -41,7 +43,10 @@ type Config struct {
 	// NoAuth set, every request belongs to one owner, "local".
 	Keys   map[string]string
 	NoAuth bool
-	// DataDir holds the uploaded files.
+	// State keeps the files, containers, responses and usage across
+	// restarts; nil means a state.Dir in DataDir.
+	State state.State
+	// DataDir holds the state when State is nil.
 	DataDir string
 	// Upstream sends requests that need no code interpreter to the model
 	// server as they are (chat completions without the tool, the model
@@ -69,14 +74,15 @@ type Config struct {
 // Server holds the state of a running `terp serve`.
 type Server struct {
 	cfg   Config
-	files *fileStore
+	state state.State
 	mux   *http.ServeMux
 
+	// mu guards containers, the containers live in this process (the
+	// others are records in the state, opened on first use); opening
+	// serialises opening them.
 	mu         sync.Mutex
 	containers map[string]*container
-	responses  map[string]*storedResponse
-	// order lists each key's stored responses, oldest first.
-	order map[string][]string
+	opening    sync.Mutex
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -97,12 +103,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	files, err := openFileStore(cfg.DataDir)
-	if err != nil {
-		return nil, err
+	st := cfg.State
+	if st == nil {
+		var err error
+		if st, err = state.OpenDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
-	s := &Server{cfg: cfg, files: files, containers: map[string]*container{}, responses: map[string]*storedResponse{}, order: map[string][]string{},
-		stop: make(chan struct{})}
+	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{})}
 	s.mux = http.NewServeMux()
 	s.routes()
 	s.done.Add(1)
@@ -167,6 +175,10 @@ func (s *Server) Close(ctx context.Context) {
 		for _, w := range c.conv.Close(ctx) {
 			s.cfg.Log.Warn("closing container", "container", c.ID, "warning", w)
 		}
+		s.saveContainer(ctx, c)
+	}
+	if s.cfg.State == nil {
+		_ = s.state.Close()
 	}
 }
 
@@ -262,6 +274,9 @@ func conversationError(w http.ResponseWriter, err error) {
 		badRequest(w, "", "%s", err.Error())
 	case errors.Is(err, conversation.ErrBusy):
 		writeError(w, http.StatusConflict, "invalid_request_error", "container_busy", err.Error(), "")
+	case errors.Is(err, store.ErrBusy):
+		writeError(w, http.StatusConflict, "invalid_request_error", "container_busy",
+			"the container is open in another terp serve process; retry in a moment", "")
 	default:
 		serverError(w, err)
 	}
