@@ -196,8 +196,8 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 
 	ct := &chatTurn{w: w, c: c, steps: steps, baseURL: baseURL(r), stream: req.Stream,
 		fileID: func(p string) string { return s.fileID(r.Context(), c, p) },
-		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		head:  chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
+		usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		head:   chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
 	turn, err := c.conv.Ask(r.Context(), question, ct.handle)
 	if r.Context().Err() != nil {
 		return // the client is gone: nobody to answer
@@ -289,7 +289,7 @@ type chatTurn struct {
 	fileID func(path string) string
 	stream bool
 	usage  bool // stream_options.include_usage
-	head    chatCompletion
+	head   chatCompletion
 
 	mu sync.Mutex
 	// open is set once the stream's status and first chunk were sent.
