@@ -107,25 +107,47 @@ func serveSandboxes(ctx context.Context, log io.Writer, ln net.Listener, backend
 		return err
 	}
 	fmt.Fprintf(log, "terp: serving sandboxes on http://%s\n", ln.Addr())
-	err = serveHTTP(ctx, ln, srv.Handler())
+	err = serveHTTP(ctx, ln, srv.Handler(), 10*time.Second, nil)
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return errors.Join(err, srv.Close(cctx))
 }
 
-// serveHTTP serves h on ln until ctx ends, then lets the requests in flight
-// finish for up to 10 s; a server stopped that way is no error.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+// abortable is a handler whose requests serveHTTP can end when they
+// outlast the grace period: they run in BaseContext's context, and Abort
+// cancels it, after which each answers with a status that says why.
+type abortable interface {
+	BaseContext(net.Listener) context.Context
+	Abort()
+}
+
+// serveHTTP serves h on ln until ctx ends, then stops accepting and lets the
+// requests in flight finish for up to grace; those still running are then
+// aborted (when ab is not nil) and given a few seconds to answer. A server
+// stopped that way is no error.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, ab abortable) error {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	if ab != nil {
+		hs.BaseContext = ab.BaseContext
+	}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = hs.Shutdown(sctx)
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		serr := hs.Shutdown(sctx)
 		cancel()
+		if serr != nil && ab != nil {
+			ab.Abort()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			serr = hs.Shutdown(sctx)
+			cancel()
+		}
+		if serr != nil {
+			_ = hs.Close()
+		}
 		err = <-done
 	}
 	if errors.Is(err, http.ErrServerClosed) {

@@ -31,6 +31,8 @@ type serveOptions struct {
 	// where they show the steps; see serve.Config.
 	aliasSuffix string
 	steps       string
+	// grace is how long a stopping server lets running requests finish.
+	grace time.Duration
 }
 
 // serveConfigFlags are the run flags that make sense for a server: not
@@ -83,6 +85,7 @@ See docs/serve.md for every endpoint.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.StringVar(&opts.keysFile, "keys-file", "", "file of `PATH` with one \"NAME KEY\" per line: the keys clients may send")
+	fl.DurationVar(&opts.grace, "grace", 30*time.Second, "on SIGTERM, how long running requests may finish before they are stopped")
 	fl.BoolVar(&opts.noAuth, "no-auth", false, "accept requests without a key (loopback addresses only)")
 	fl.StringVar(&opts.aliasSuffix, "alias-suffix", serve.DefaultAliasSuffix, "`SUFFIX` that makes a chat model name (MODEL+python) an alias that runs the code interpreter on MODEL")
 	fl.StringVar(&opts.steps, "steps", serve.StepsModes[0], "where chat completions show the steps (`MODE`: "+strings.Join(serve.StepsModes, ", ")+`); a request's "terp_steps" chooses for itself`)
@@ -207,12 +210,12 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	}
 	fmt.Fprintf(f.IO.ErrOut, "terp: serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes)\n",
 		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox)
-	err = serveHTTP(ctx, ln, srv.Handler())
+	err = serveHTTP(ctx, ln, srv.Handler(), opts.grace, srv)
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv.Close(cctx)
 	if err == nil && ctx.Err() != nil {
-		fmt.Fprintln(f.IO.ErrOut, "terp: stopped; the containers' conversations are paused")
+		fmt.Fprintln(f.IO.ErrOut, "terp: stopped; the containers are paused, and a restart goes on with them")
 	}
 	return err
 }

@@ -200,7 +200,10 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		head:   chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
 	turn, err := c.conv.Ask(r.Context(), question, ct.handle)
 	if r.Context().Err() != nil {
-		return // the client is gone: nobody to answer
+		if !ct.open {
+			s.answerStopped(w)
+		}
+		return // else the client is gone: nobody to answer
 	}
 	if !errors.Is(err, conversation.ErrBusy) {
 		// The history is this completion's now, not that of the response

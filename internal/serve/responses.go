@@ -317,9 +317,13 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	} else {
 		turn, err = c.conv.Ask(r.Context(), tr.question, b.handle)
 	}
+	err = s.stoppedError(err)
 	b.finish(turn, err)
 	if r.Context().Err() != nil {
-		return // the client is gone: nobody to answer
+		if !req.Stream {
+			s.answerStopped(w)
+		}
+		return // else the client is gone: nobody to answer
 	}
 	if resp.Store {
 		s.keep(r.Context(), &storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp})

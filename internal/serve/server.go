@@ -20,9 +20,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/terpdev/terp/internal/config"
@@ -86,6 +88,12 @@ type Server struct {
 
 	stop chan struct{}
 	done sync.WaitGroup
+
+	// base is the context requests run in; Abort cancels it, and sets
+	// aborted so that they answer why.
+	base       context.Context
+	cancelBase context.CancelFunc
+	aborted    atomic.Bool
 }
 
 // New returns a server for cfg. Close stops its background work and pauses
@@ -111,6 +119,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{})}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.mux = http.NewServeMux()
 	s.routes()
 	s.done.Add(1)
@@ -160,11 +169,43 @@ func (s *Server) routes() {
 	})
 }
 
+// BaseContext is the context an http.Server should run the requests in,
+// for Abort to end them.
+func (s *Server) BaseContext(net.Listener) context.Context { return s.base }
+
+// Abort stops the requests still running when a stopping server's grace
+// period is over: their turns are cancelled, and each answers 503 (or a
+// failed response, when streaming) saying the server stopped.
+func (s *Server) Abort() {
+	s.aborted.Store(true)
+	s.cancelBase()
+}
+
+// stoppedError is a turn's error, said plainly when Abort ended it.
+func (s *Server) stoppedError(err error) error {
+	if err != nil && s.aborted.Load() {
+		return fmt.Errorf("terp serve stopped before this finished (%v); the container is kept: send the request again", err)
+	}
+	return err
+}
+
+// answerStopped answers a request that Abort ended, if it did.
+func (s *Server) answerStopped(w http.ResponseWriter) bool {
+	if !s.aborted.Load() {
+		return false
+	}
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, "server_error", "server_stopping",
+		"terp serve stopped before this request finished; the container is kept: send the request again", "")
+	return true
+}
+
 // Close stops the expiry loop and pauses every container's sandbox, so that
 // their conversations can be resumed.
 func (s *Server) Close(ctx context.Context) {
 	close(s.stop)
 	s.done.Wait()
+	s.cancelBase()
 	s.mu.Lock()
 	all := make([]*container, 0, len(s.containers))
 	for _, c := range s.containers {
