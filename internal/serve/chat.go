@@ -164,7 +164,9 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 	if id := r.Header.Get(ContainerHeader); id != "" {
 		var err error
 		if c, err = s.container(r.Context(), owner, id); err != nil {
-			conversationError(w, err)
+			if !s.forwarded(w, r, err) {
+				conversationError(w, err)
+			}
 			return
 		}
 		if c == nil {

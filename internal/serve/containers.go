@@ -197,7 +197,7 @@ var memoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 3
 func (s *Server) newContainer(ctx context.Context, owner string, opts containerOptions) (*container, *paramError) {
 	now := time.Now()
 	rec := state.Container{ID: newID("cntr_"), Owner: owner, Name: opts.Name, CreatedAt: now, LastActive: now, Minutes: defaultExpiry,
-		Memory: memoryName(s.cfg.Settings.MemoryLimit), Network: networkPolicy{Type: "disabled"}}
+		Memory: memoryName(s.cfg.Settings.MemoryLimit), Network: networkPolicy{Type: "disabled"}, Replica: s.cfg.Replica}
 	if opts.ExpiresAfter != nil {
 		if opts.ExpiresAfter.Anchor != "" && opts.ExpiresAfter.Anchor != "last_active_at" {
 			return nil, badParam("expires_after.anchor", "the only anchor is last_active_at")
@@ -353,6 +353,9 @@ func (s *Server) container(ctx context.Context, owner, id string) (*container, e
 	if err != nil {
 		return nil, err
 	}
+	if s.elsewhere(ctx, rec) {
+		return nil, &elsewhereError{rec: rec}
+	}
 	return s.open(ctx, rec)
 }
 
@@ -385,12 +388,20 @@ func (s *Server) open(ctx context.Context, rec state.Container) (*container, err
 	for _, w := range conv.Warnings() {
 		s.cfg.Log.Info("opening container", "container", rec.ID, "note", w)
 	}
+	rec.Replica = s.cfg.Replica
 	c = &container{ID: rec.ID, Owner: rec.Owner, conv: conv, rec: rec}
 	s.saveContainer(ctx, c)
 	s.mu.Lock()
 	s.containers[c.ID] = c
 	s.mu.Unlock()
 	return c, nil
+}
+
+// live is the container id if it is open in this server.
+func (s *Server) live(id string) *container {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.containers[id]
 }
 
 // record is owner's container record: the live one's, else the stored one,
@@ -448,6 +459,10 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.record(r.Context(), ownerOf(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "container", r.PathValue("id"))
+		return
+	}
+	if s.live(rec.ID) == nil && s.elsewhere(r.Context(), rec) {
+		s.forward(w, r, rec)
 		return
 	}
 	if err := s.removeContainer(r.Context(), rec); err != nil {
@@ -590,6 +605,8 @@ func (s *Server) lookupFile(ctx context.Context, c *container, id string) (conta
 func (s *Server) withContainer(w http.ResponseWriter, r *http.Request, fn func(*container)) {
 	c, err := s.container(r.Context(), ownerOf(r), r.PathValue("id"))
 	switch {
+	case s.forwarded(w, r, err):
+		return
 	case err != nil:
 		conversationError(w, err)
 		return

@@ -273,7 +273,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	owner := ownerOf(r)
 	tr, perr := s.readTurn(r.Context(), owner, &req)
 	if perr != nil {
-		perr.answer(w)
+		if !s.forwarded(w, r, perr.err) {
+			perr.answer(w)
+		}
 		return
 	}
 	c := tr.cont

@@ -12,6 +12,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -50,6 +51,9 @@ type Config struct {
 	State state.State
 	// DataDir holds the state when State is nil.
 	DataDir string
+	// Replica is the address (http://HOST:PORT) other replicas reach this
+	// one at, when several share State; see forward.go.
+	Replica string
 	// Upstream sends requests that need no code interpreter to the model
 	// server as they are (chat completions without the tool, the model
 	// list). Nil means http.DefaultClient.
@@ -86,8 +90,9 @@ type Server struct {
 	containers map[string]*container
 	opening    sync.Mutex
 
-	stop chan struct{}
-	done sync.WaitGroup
+	stop      chan struct{}
+	done      sync.WaitGroup
+	closeOnce sync.Once
 
 	// base is the context requests run in; Abort cancels it, and sets
 	// aborted so that they answer why.
@@ -138,7 +143,11 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		s.mux.ServeHTTP(sw, r.WithContext(withOwner(r.Context(), owner)))
+		rctx := withOwner(r.Context(), owner)
+		if r.Header.Get(ForwardedHeader) != "" {
+			rctx = context.WithValue(rctx, forwardedKey{}, true)
+		}
+		s.mux.ServeHTTP(sw, r.WithContext(rctx))
 		s.cfg.Log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "owner", owner, "duration", time.Since(start))
 	})
 }
@@ -203,6 +212,10 @@ func (s *Server) answerStopped(w http.ResponseWriter) bool {
 // Close stops the expiry loop and pauses every container's sandbox, so that
 // their conversations can be resumed.
 func (s *Server) Close(ctx context.Context) {
+	s.closeOnce.Do(func() { s.close(ctx) })
+}
+
+func (s *Server) close(ctx context.Context) {
 	close(s.stop)
 	s.done.Wait()
 	s.cancelBase()
@@ -211,12 +224,14 @@ func (s *Server) Close(ctx context.Context) {
 	for _, c := range s.containers {
 		all = append(all, c)
 	}
+	clear(s.containers)
 	s.mu.Unlock()
 	for _, c := range all {
 		for _, w := range c.conv.Close(ctx) {
 			s.cfg.Log.Warn("closing container", "container", c.ID, "warning", w)
 		}
-		s.saveContainer(ctx, c)
+		// Paused: any replica may open it now.
+		s.change(ctx, c, func(r *state.Container) { r.Replica = "" })
 	}
 	if s.cfg.State == nil {
 		_ = s.state.Close()
@@ -336,9 +351,17 @@ const maxBody = 8 << 20
 
 // decode reads a JSON request body into v, refusing what is not JSON or is
 // too large, with a message that says so.
+//
+// The body is kept in r.Body, read again from the start, so that a request
+// for a container open in another replica can be forwarded there.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	if err := dec.Decode(v); err != nil {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	if err == nil {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			badRequest(w, "", "the request body is over %d bytes", maxBody)

@@ -94,6 +94,9 @@ type Container struct {
 	// id), for the container's life; User lists those a client uploaded.
 	Files map[string]string `json:"files,omitempty"`
 	User  []string          `json:"user,omitempty"`
+	// Replica is the address of the terp serve replica it is open in,
+	// which the others forward its requests to; "" while it is paused.
+	Replica string `json:"replica,omitempty"`
 }
 
 // Expired reports whether c is past its expiry at now.

@@ -79,7 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) state.State, reopen func(t *testi
 		now := time.Now().Truncate(time.Millisecond)
 		c := state.Container{ID: "cntr_1", Owner: "alice", Name: "one", CreatedAt: now, LastActive: now, Minutes: 20, Memory: "1g",
 			Network: state.Network{Type: "allowlist", AllowedDomains: []string{"pypi.org"}}, Conversation: "0123456789ab",
-			Files: map[string]string{"a.csv": "cfile_1"}, User: []string{"a.csv"}}
+			Files: map[string]string{"a.csv": "cfile_1"}, User: []string{"a.csv"}, Replica: "http://10.0.0.1:8080"}
 		if err := st.SaveContainer(ctx, c); err != nil {
 			t.Fatal(err)
 		}

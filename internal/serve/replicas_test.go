@@ -1,0 +1,179 @@
+package serve
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/serve/state"
+	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/terptest"
+)
+
+// replica is one of several servers that share a state and a
+// conversation store, as replicas on PostgreSQL do.
+type replica struct {
+	hs  *httptest.Server
+	srv *Server
+}
+
+// newReplicas starts n servers sharing one state, one conversation store
+// and one sandbox backend (the one machine stands for remote sandboxes).
+func newReplicas(t *testing.T, s *llmtest.Server, n int) ([]*replica, state.State) {
+	t.Helper()
+	dir := terptest.TempDir(t)
+	st, err := store.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := state.OpenDir(filepath.Join(dir, "serve"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := local.New(local.Config{Root: filepath.Join(dir, "sandboxes")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*replica
+	for range n {
+		cfg := config.Default()
+		cfg.BaseURL, cfg.Model, cfg.Sandbox, cfg.ExecMode = s.BaseURL(), "test-model", "local", "kernel"
+		svc := conversation.New(conversation.Deps{
+			Store:      st,
+			NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
+			NewModel: func(c *config.Config) agent.Completer {
+				return llm.New(llm.Config{BaseURL: c.BaseURL, Stream: c.Stream})
+			},
+		})
+		hs := httptest.NewUnstartedServer(nil)
+		hs.Start()
+		srv, err := New(Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
+			Keys: map[string]string{aliceKey: "alice", bobKey: "bob"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs.Config.Handler = srv.Handler()
+		r := &replica{hs: hs, srv: srv}
+		t.Cleanup(func() { r.stop() })
+		out = append(out, r)
+	}
+	return out, shared
+}
+
+// stop closes the replica's listener and pauses its containers.
+func (r *replica) stop() {
+	r.hs.Close()
+	r.srv.Close(context.Background())
+}
+
+func (r *replica) client(key string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(r.hs.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+}
+
+// A container is open in one replica; the others forward its requests
+// there, streamed ones too, so the kernel keeps its variables whichever
+// replica the client reaches. When that replica is gone, another opens the
+// container: files and history go on, and the model is told Python
+// restarted.
+func TestReplicasShareContainers(t *testing.T) {
+	restarted := func(req llmtest.Request) bool { return strings.Contains(req.LastUser(), "Python was restarted") }
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 41\nopen('/work/note.txt', 'w').write('kept')\nprint(x)")),
+		answerFromTool("x is "),
+		// On b, forwarded to a: the variable is there.
+		func(req llmtest.Request) llmtest.Reply {
+			if restarted(req) {
+				t.Error("a forwarded request restarted Python")
+			}
+			return llmtest.RunPython("print(x + 1)")
+		},
+		answerFromTool("x+1 is "),
+		// Streamed, on b.
+		llmtest.Fixed(llmtest.RunPython("print(x + 2)")),
+		answerFromTool("x+2 is "),
+		// After a is gone, on b.
+		func(req llmtest.Request) llmtest.Reply {
+			if !restarted(req) {
+				t.Errorf("the model was not told Python restarted: %q", req.LastUser())
+			}
+			return llmtest.RunPython("print(open('/work/note.txt').read())")
+		},
+		answerFromTool("the note says "),
+	)
+	reps, shared := newReplicas(t, s, 2)
+	a, b := reps[0], reps[1]
+	ask := func(r *replica, prev, q string) *responses.Response {
+		t.Helper()
+		p := responses.ResponseNewParams{Model: "test-model", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(q)},
+			Tools: []responses.ToolUnionParam{codeInterpreter()}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		c := r.client(aliceKey)
+		resp, err := c.Responses.New(ctx(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := ask(a, "", "Set x.")
+	cntr := first.Output[0].AsCodeInterpreterCall().ContainerID
+	if got := ask(b, first.ID, "And x+1?"); got.OutputText() != "x+1 is 42" {
+		t.Fatalf("through b: %q", got.OutputText())
+	}
+	if b.srv.live(cntr) != nil || a.srv.live(cntr) == nil {
+		t.Fatal("the container moved to b instead of being forwarded to a")
+	}
+	bc := b.client(aliceKey)
+	stream := bc.Responses.NewStreaming(ctx(t), responses.ResponseNewParams{Model: "test-model",
+		Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("And x+2?")},
+		PreviousResponseID: openai.String(first.ID), Tools: []responses.ToolUnionParam{codeInterpreter()}})
+	var text string
+	for stream.Next() {
+		if e := stream.Current(); e.Type == "response.completed" {
+			text = e.Response.OutputText()
+		}
+	}
+	if err := stream.Err(); err != nil || text != "x+2 is 43" {
+		t.Fatalf("streamed through b: %q, %v", text, err)
+	}
+	// bob, through b, is told alice's container does not exist.
+	bob := b.client(bobKey)
+	if _, err := bob.Containers.Files.List(ctx(t), cntr, openai.ContainerFileListParams{}); err == nil {
+		t.Error("bob listed alice's container through a forward")
+	}
+
+	// a dies: its address no longer answers, and the record still names it.
+	addr := a.hs.URL
+	a.stop()
+	rec, err := shared.Container(ctx(t), "alice", cntr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Replica = addr
+	if err := shared.SaveContainer(ctx(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := ask(b, first.ID, "What does the note say?"); got.OutputText() != "the note says kept" {
+		t.Fatalf("after a died: %q", got.OutputText())
+	}
+	if b.srv.live(cntr) == nil {
+		t.Error("b did not take the container over")
+	}
+	if rec, _ := shared.Container(ctx(t), "alice", cntr); rec.Replica != b.hs.URL {
+		t.Errorf("the record names %q, not b", rec.Replica)
+	}
+}
