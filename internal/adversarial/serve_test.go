@@ -426,6 +426,20 @@ func TestServe(t *testing.T) {
 		t.Run("bob after alice's objects", func(t *testing.T) { serveOtherKey(t, fx) })
 		t.Run("bob lists", func(t *testing.T) { serveListsOwn(t, fx) })
 		t.Run("deleted container", func(t *testing.T) { serveDeletedContainer(t, fx) })
+		t.Run("alice's file is still hers", func(t *testing.T) {
+			// Uploaded files are kept on disk: bob's 404 above is not
+			// that of a server that forgot everything.
+			alice := g.client(g.alice)
+			resp, err := alice.Files.Content(sdkContext(t), fx.file)
+			if err != nil {
+				t.Fatalf("alice's file after the restart: %v", err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(b) != fx.secret {
+				t.Errorf("alice's file after the restart holds %q (%v), want %q", b, err, fx.secret)
+			}
+		})
 	})
 }
 
