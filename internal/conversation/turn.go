@@ -224,10 +224,14 @@ func (c *Conversation) Upload(ctx context.Context, p string) (string, error) {
 
 // Put writes r to /work/name as an upload of the user's, as Upload does a
 // host file: kept with the conversation, uploaded again if the sandbox is
-// lost. name is a plain file name.
+// lost. name is a plain file name. It comes from a client, so what the
+// disk would refuse (a NUL, more than 255 bytes) is refused here as the
+// client's mistake, not failed on as terp's own; and so is "/", its own
+// base, which would be kept in place of the uploads' directory.
 func (c *Conversation) Put(ctx context.Context, name string, r io.Reader) (string, error) {
-	if name == "" || name != filepath.Base(name) || name == "." || name == ".." || strings.HasPrefix(name, ".") {
-		return "", inputErrorf("cannot upload %q: give a plain file name, not a path or a hidden name", name)
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." || strings.HasPrefix(name, ".") ||
+		strings.ContainsAny(name, "/\x00") || len(name) > 255 {
+		return "", inputErrorf("cannot upload %q: give a plain file name of at most 255 bytes, not a path or a hidden name", name)
 	}
 	return c.put(ctx, name, "", r)
 }

@@ -65,7 +65,7 @@ func readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.Re
 		}
 		if part.FormName() == "file" {
 			name := filepath.Base(part.FileName())
-			if name == "." || name == "/" || name == "" {
+			if name == "." || name == ".." || name == "/" || name == "" || strings.ContainsRune(name, 0) {
 				name = "upload"
 			}
 			return name, part, fields, true
