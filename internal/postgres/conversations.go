@@ -178,11 +178,11 @@ func (s Conversations) PutInput(id, name string, r io.Reader) (int64, error) {
 	defer rollback(ctx, tx)
 	sctx, cancel = op()
 	defer cancel()
-	if _, err := tx.Exec(sctx, "DELETE FROM inputs WHERE conversation = $1 AND name = $2", id, name); err != nil {
+	if _, err := tx.Exec(sctx, "DELETE FROM inputs WHERE conversation = $1 AND name = $2", id, text(name)); err != nil {
 		return 0, err
 	}
 	var input int64
-	if err := tx.QueryRow(sctx, "INSERT INTO inputs (conversation, name, bytes) VALUES ($1, $2, 0) RETURNING id", id, name).Scan(&input); err != nil {
+	if err := tx.QueryRow(sctx, "INSERT INTO inputs (conversation, name, bytes) VALUES ($1, $2, 0) RETURNING id", id, text(name)).Scan(&input); err != nil {
 		return 0, err
 	}
 	n, err := writeChunks(ctx, tx, "INSERT INTO input_chunks (input, seq, data) VALUES ($1, $2, $3)", input, r, -1)
@@ -202,7 +202,7 @@ func (s Conversations) OpenInput(id, name string) (io.ReadCloser, error) {
 	ctx, cancel := op()
 	defer cancel()
 	var input, size int64
-	err := s.db.pool.QueryRow(ctx, "SELECT id, bytes FROM inputs WHERE conversation = $1 AND name = $2", id, name).Scan(&input, &size)
+	err := s.db.pool.QueryRow(ctx, "SELECT id, bytes FROM inputs WHERE conversation = $1 AND name = $2", id, text(name)).Scan(&input, &size)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("open the kept copy of %s: %w", name, fs.ErrNotExist)
 	}
@@ -216,7 +216,7 @@ func (s Conversations) OpenInput(id, name string) (io.ReadCloser, error) {
 func (s Conversations) RemoveInput(id, name string) error {
 	ctx, cancel := op()
 	defer cancel()
-	_, err := s.db.pool.Exec(ctx, "DELETE FROM inputs WHERE conversation = $1 AND name = $2", id, name)
+	_, err := s.db.pool.Exec(ctx, "DELETE FROM inputs WHERE conversation = $1 AND name = $2", id, text(name))
 	return err
 }
 

@@ -124,17 +124,25 @@ func (l *locker) query(fn func(ctx context.Context, conn *pgx.Conn) error) error
 	}
 }
 
-// holder names the process that holds key, from the application_name of
-// its session; l.mu is held.
+// holder names the process that holds key; l.mu is held.
 func (l *locker) holder(key int64) string {
-	var app string
-	err := l.query(func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, `SELECT coalesce(a.application_name, '')
-			FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid
-			WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.classid = $1 AND k.objid = $2
-				AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			LIMIT 1`, uint32(uint64(key)>>32), uint32(key)).Scan(&app)
+	var who string
+	_ = l.query(func(ctx context.Context, conn *pgx.Conn) error {
+		who = holderOn(ctx, conn, key)
+		return nil
 	})
+	return who
+}
+
+// holderOn names the process that holds key, from the application_name of
+// its session: "another terp process (pid PID on HOST)".
+func holderOn(ctx context.Context, conn *pgx.Conn, key int64) string {
+	var app string
+	err := conn.QueryRow(ctx, `SELECT coalesce(a.application_name, '')
+		FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid
+		WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.classid = $1 AND k.objid = $2
+			AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		LIMIT 1`, uint32(uint64(key)>>32), uint32(key)).Scan(&app)
 	if rest, ok := strings.CutPrefix(app, "terp "); err == nil && ok {
 		return "another terp process (" + rest + ")"
 	}
@@ -178,7 +186,7 @@ func (l *locker) ensure() error {
 		default:
 			delete(l.held, key)
 			l.db.log.Error("lost the lock of a conversation with the connection to PostgreSQL, and another process holds it now: two may run it",
-				"conversation", cl.id, "holder", l.holder(key), "db", l.db.where)
+				"conversation", cl.id, "holder", holderOn(ctx, conn, key), "db", l.db.where)
 		}
 	}
 	return nil

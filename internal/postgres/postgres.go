@@ -190,6 +190,13 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &pg) && pg.Code == code
 }
 
+// text is s as a text column holds it. PostgreSQL refuses NUL and invalid
+// UTF-8, which a client's filename may hold; each becomes U+FFFD, as
+// encoding/json turns invalid UTF-8 into it in the directory's records.
+func text(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // hash64 is the FNV-1a hash of the parts, each ended by a NUL.
 func hash64(parts ...string) uint64 {
 	h := fnv.New64a()

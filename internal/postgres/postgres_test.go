@@ -173,6 +173,38 @@ func TestFileContent(t *testing.T) {
 	}
 }
 
+// A client's filename may hold what a text column refuses (NUL, invalid
+// UTF-8): the file is stored all the same, the name made valid.
+func TestNamesAPostgreSQLTextCannotHold(t *testing.T) {
+	db := open(t, pgtest.URL(t))
+	f, err := db.State().PutFile(t.Context(), state.File{ID: "file-odd", Owner: "alice", Filename: "a\x00b\xff.csv", CreatedAt: time.Now()}, strings.NewReader("x"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.State().File(t.Context(), "alice", "file-odd"); err != nil || got.Filename != "a\uFFFDb\uFFFD.csv" || got.Filename != f.Filename {
+		t.Errorf("File = %+v, %v; PutFile said %q", got, err, f.Filename)
+	}
+	s, id := db.Conversations(), store.NewID()
+	if _, err := s.PutInput(id, "in\x00put\xfe", strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := s.OpenInput(id, "in\x00put\xfe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "kept" {
+		t.Errorf("read back %q", b)
+	}
+	if err := s.RemoveInput(id, "in\x00put\xfe"); err != nil {
+		t.Fatal(err)
+	}
+	if has, _ := s.HasInputs(id); has {
+		t.Error("the upload is still kept after RemoveInput")
+	}
+}
+
 // Two replicas that count one key's tokens at once lose none.
 func TestUsageFromReplicasAtOnce(t *testing.T) {
 	u := pgtest.URL(t)

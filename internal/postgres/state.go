@@ -59,7 +59,7 @@ func (s State) PutFile(ctx context.Context, f state.File, content io.Reader, max
 	}
 	defer rollback(ctx, tx)
 	_, err = tx.Exec(ctx, "INSERT INTO files (id, owner, filename, purpose, bytes, created_at) VALUES ($1, $2, $3, $4, 0, $5)",
-		f.ID, f.Owner, f.Filename, f.Purpose, f.CreatedAt)
+		f.ID, f.Owner, text(f.Filename), text(f.Purpose), f.CreatedAt)
 	if isCode(err, codeUniqueViolation) {
 		return f, fmt.Errorf("file %s exists already", f.ID)
 	}
@@ -83,7 +83,7 @@ func (s State) PutFile(ctx context.Context, f state.File, content io.Reader, max
 	if err != nil {
 		return f, fmt.Errorf("store file %s in %s: %w", f.ID, s.db.where, err)
 	}
-	f.Bytes = n
+	f.Bytes, f.Filename, f.Purpose = n, text(f.Filename), text(f.Purpose)
 	return f, nil
 }
 

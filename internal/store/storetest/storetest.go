@@ -59,7 +59,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 		{Role: llm.RoleSystem, Content: "You are a data analyst."},
 		{Role: llm.RoleUser, Content: "Plot revenue"},
 		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "run_python", Arguments: `{"code":"print(1)"}`}}},
-		{Role: llm.RoleTool, ToolCallID: "call_1", Content: `{"exit_code":0,"stdout":"1\n"}`},
+		{Role: llm.RoleTool, ToolCallID: "call_1", Content: "{\"exit_code\":0,\"stdout\":\"1\\n\"}\x00binary output\x00"},
 		{Role: llm.RoleAssistant, Content: "It is 1 – or ½, \u2028 \"quoted\" \\ <b>."},
 	}
 	c.Inputs = []store.File{{Name: "sales.csv", Path: "/home/u/sales.csv", Bytes: 220}}
