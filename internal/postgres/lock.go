@@ -245,7 +245,7 @@ func (l *locker) check() {
 	_ = l.ensure() // logged there; tried again next time
 }
 
-// close ends the connection, which releases every lock.
+// close releases every lock and ends the connection.
 func (l *locker) close() {
 	l.mu.Lock()
 	if l.closed {
@@ -260,6 +260,9 @@ func (l *locker) close() {
 	defer l.mu.Unlock()
 	if l.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Closing alone frees the locks once the server has seen the
+		// connection go; unlocking first frees them before Close returns.
+		_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
 		_ = l.conn.Close(ctx)
 		cancel()
 		l.conn = nil

@@ -349,6 +349,32 @@ func TestWhereHidesThePassword(t *testing.T) {
 	}
 }
 
+// Closing a DB releases its locks, as a process's exit would.
+func TestCloseReleasesLocks(t *testing.T) {
+	u := pgtest.URL(t)
+	one, err := postgres.Open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewID()
+	if _, err := one.Conversations().Lock(id); err != nil {
+		t.Fatal(err)
+	}
+	two := open(t, u).Conversations()
+	if _, err := two.Lock(id); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("Lock while the other DB holds it = %v; want ErrBusy", err)
+	}
+	one.Close()
+	if _, err := one.Conversations().Lock(store.NewID()); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Lock on a closed DB = %v; want an error that says so", err)
+	}
+	l, err := two.Lock(id)
+	if err != nil {
+		t.Fatalf("Lock once the holder closed its DB: %v", err)
+	}
+	l.Unlock()
+}
+
 const (
 	lockHelperURL = "TERP_POSTGRES_LOCK_HELPER_URL"
 	lockHelperID  = "TERP_POSTGRES_LOCK_HELPER_ID"
