@@ -7,10 +7,12 @@ PREFIX  ?= $(HOME)/.local
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # What the local sandbox needs from Debian/Ubuntu, and what the tests need
-# besides (tmux drives the terminal UI test).
+# besides (tmux drives the terminal UI test; postgresql's initdb and pg_ctl
+# give the PostgreSQL tests a throwaway cluster when TERP_TEST_POSTGRES
+# names no server, see internal/postgres/pgtest).
 # util-linux brings prlimit, which limits root's sandboxes.
 DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib
-TEST_DEBS := $(DEBS) tmux
+TEST_DEBS := $(DEBS) tmux postgresql
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # The npm package of the Node SDK test (TestNodeSDK), and the Node.js it
 # falls back on: npm's openai 6 needs Node.js 20, Debian 12's nodejs is 18.
@@ -67,9 +69,9 @@ example: deps build
 	$(BIN) ask -f examples/sales.csv "$$(cat examples/question.txt)"
 
 # go test shows nothing a passing package printed, so a test that skipped
-# for want of something (a Docker daemon, root) could go unseen: terptest
-# appends its notice to $TERP_TEST_NOTICES as well, and test prints the
-# notices after the run.
+# for want of something (a Docker daemon, PostgreSQL, root) could go unseen:
+# terptest appends its notice to $TERP_TEST_NOTICES as well, and test prints
+# the notices after the run.
 test: test-deps
 	@notices=$$(mktemp); echo "$(GO) test -race ./..."; \
 	TERP_TEST_NOTICES=$$notices $(GO) test -race ./...; status=$$?; \

@@ -152,6 +152,10 @@ func (s *Dir) Where() string { return s.dir }
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
+// ValidID reports whether id has the form of a conversation id (NewID):
+// anything else, a path above all, names no conversation in any Store.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
 // NewID returns a fresh conversation id: 12 hex digits, short enough to
 // type, with a prefix usually unique after three or four.
 func NewID() string {
@@ -315,8 +319,19 @@ func (s *Dir) Load(id string) (*Conversation, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return Decode(id, f)
+}
+
+// maxRecord bounds what Decode reads of one record.
+const maxRecord = 512 << 20
+
+// Decode reads the record of conversation id from r. Every Store reads its
+// records through it, so a record that cannot be read is a DamagedError
+// whichever store kept it: one that is not JSON, or is another
+// conversation's, or comes from a newer terp.
+func Decode(id string, r io.Reader) (*Conversation, error) {
 	var c Conversation
-	dec := json.NewDecoder(io.LimitReader(f, 512<<20))
+	dec := json.NewDecoder(io.LimitReader(r, maxRecord))
 	if err := dec.Decode(&c); err != nil {
 		return nil, &DamagedError{ID: id, Err: err}
 	}
@@ -331,19 +346,33 @@ func (s *Dir) Load(id string) (*Conversation, error) {
 
 // Resolve turns an id or any unique prefix of one into the full id.
 func (s *Dir) Resolve(prefix string) (string, error) {
+	return ResolvePrefix(prefix, func(prefix string) ([]string, error) {
+		ids, err := s.ids()
+		if err != nil {
+			return nil, err
+		}
+		var matches []string
+		for _, id := range ids {
+			if strings.HasPrefix(id, prefix) {
+				matches = append(matches, id)
+			}
+		}
+		return matches, nil
+	})
+}
+
+// ResolvePrefix turns an id or a unique prefix of one into the full id,
+// asking find for the ids that start with the prefix (lowercased and
+// trimmed; six are enough), in order. Every Store resolves through it, so
+// they all answer an empty, unknown or ambiguous prefix alike.
+func ResolvePrefix(prefix string, find func(prefix string) ([]string, error)) (string, error) {
 	prefix = strings.ToLower(strings.TrimSpace(prefix))
 	if prefix == "" {
 		return "", fmt.Errorf("%w: an empty id", ErrNotFound)
 	}
-	ids, err := s.ids()
+	matches, err := find(prefix)
 	if err != nil {
 		return "", err
-	}
-	var matches []string
-	for _, id := range ids {
-		if strings.HasPrefix(id, prefix) {
-			matches = append(matches, id)
-		}
 	}
 	switch len(matches) {
 	case 0:
@@ -364,7 +393,7 @@ func (s *Dir) ids() ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && idPattern.MatchString(e.Name()) {
+		if e.IsDir() && ValidID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -420,7 +449,7 @@ func (s *Dir) Latest() (string, error) {
 // Remove deletes a conversation's record and inputs. The caller removes its
 // sandbox first, while the record still says where it is.
 func (s *Dir) Remove(id string) error {
-	if !idPattern.MatchString(id) {
+	if !ValidID(id) {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	if err := os.RemoveAll(s.path(id)); err != nil {

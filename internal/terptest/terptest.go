@@ -85,6 +85,14 @@ func skipLoudly(t testing.TB, once *sync.Once, reason string) {
 	t.Skip(reason)
 }
 
+// SkipLoudly skips t as the Docker and Node tests skip, for helpers outside
+// this package (internal/postgres/pgtest): reason is printed in capitals on
+// stderr and in the notices file once per once, and .ci/run greps for it.
+func SkipLoudly(t testing.TB, once *sync.Once, reason string) {
+	t.Helper()
+	skipLoudly(t, once, reason)
+}
+
 // announce prints the notice for reason on stderr and appends it to the
 // notices file, if there is one. go test keys a cached result on the
 // environment the test read, and `make test` names a new file each run, so a
