@@ -33,6 +33,10 @@ type serveOptions struct {
 	steps       string
 	// grace is how long a stopping server lets running requests finish.
 	grace time.Duration
+	// store is where the state is kept (see openServeStores); advertise
+	// is the address other replicas sharing it reach this one at.
+	store     string
+	advertise string
 }
 
 // serveConfigFlags are the run flags that make sense for a server: not
@@ -85,6 +89,8 @@ See docs/serve.md for every endpoint.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.StringVar(&opts.keysFile, "keys-file", "", "file of `PATH` with one \"NAME KEY\" per line: the keys clients may send")
+	fl.StringVar(&opts.store, "store", "", "`URL` of a PostgreSQL database (postgres://...) that replicas share; default: the data directory")
+	fl.StringVar(&opts.advertise, "advertise", "", "`URL` other replicas reach this one at (http://HOST:PORT), with a shared --store")
 	fl.DurationVar(&opts.grace, "grace", 30*time.Second, "on SIGTERM, how long running requests may finish before they are stopped")
 	fl.BoolVar(&opts.noAuth, "no-auth", false, "accept requests without a key (loopback addresses only)")
 	fl.StringVar(&opts.aliasSuffix, "alias-suffix", serve.DefaultAliasSuffix, "`SUFFIX` that makes a chat model name (MODEL+python) an alias that runs the code interpreter on MODEL")
@@ -188,18 +194,17 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	shared := *f
-	shared.NewBackend = func(*config.Config) (sandbox.Backend, error) { return backend, nil }
-	svc, err := shared.Conversations()
+	stores, err := openServeStores(ctx, opts)
 	if err != nil {
 		return err
 	}
-	srv, err := serve.New(serve.Config{
-		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
-		DataDir:     filepath.Join(f.DataDir(), "serve"),
-		Log:         slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)),
-		AliasSuffix: opts.aliasSuffix, Steps: opts.steps,
-	})
+	defer stores.close()
+	shared := *f
+	shared.NewBackend = func(*config.Config) (sandbox.Backend, error) { return backend, nil }
+	if stores.shared() {
+		shared.store = stores.conversations
+	}
+	svc, err := shared.Conversations()
 	if err != nil {
 		return err
 	}
@@ -208,8 +213,25 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.listen, err)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "terp: serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes)\n",
-		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox)
+	defer ln.Close()
+	var replica string
+	if stores.shared() {
+		if replica, err = replicaAddress(opts.advertise, ln); err != nil {
+			return err
+		}
+	}
+	dataDir := filepath.Join(f.DataDir(), "serve")
+	srv, err := serve.New(serve.Config{
+		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
+		State: stores.state, DataDir: dataDir, Replica: replica,
+		Log:         slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)),
+		AliasSuffix: opts.aliasSuffix, Steps: opts.steps,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.ErrOut, "terp: serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes, %s)\n",
+		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox, stores.describe(dataDir))
 	err = serveHTTP(ctx, ln, srv.Handler(), opts.grace, srv)
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

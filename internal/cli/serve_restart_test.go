@@ -33,11 +33,18 @@ type serveProcess struct {
 	err  error
 }
 
-// startGatewayProcess starts `terp serve` with env (see homeEnv) and args, and waits
-// until it says where it serves.
+// startGatewayProcess starts `terp serve` with env (see homeEnv) and args,
+// and waits until it says where it serves.
 func startGatewayProcess(t *testing.T, env map[string]string, args ...string) *serveProcess {
 	t.Helper()
-	cmd := exec.Command(terptest.Binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	return startProcess(t, env, `serving the OpenAI API on (http://\S+/v1)`, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+}
+
+// startProcess starts the terp binary with env and args, and waits until
+// its stderr has a line matching ready, whose first group is its address.
+func startProcess(t *testing.T, env map[string]string, ready string, args ...string) *serveProcess {
+	t.Helper()
+	cmd := exec.Command(terptest.Binary(t), args...)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -51,11 +58,12 @@ func startGatewayProcess(t *testing.T, env map[string]string, args ...string) *s
 	}
 	p := &serveProcess{cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
 	addr := make(chan string, 1)
+	re := regexp.MustCompile(ready)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			fmt.Fprintln(p.log, sc.Text())
-			if m := regexp.MustCompile(`serving the OpenAI API on (http://\S+/v1)`).FindStringSubmatch(sc.Text()); m != nil {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
 			}
 		}
@@ -70,9 +78,9 @@ func startGatewayProcess(t *testing.T, env map[string]string, args ...string) *s
 	select {
 	case p.base = <-addr:
 	case <-p.done:
-		t.Fatalf("terp serve exited before serving (%v):\n%s", p.err, p.log)
+		t.Fatalf("terp %s exited before serving (%v):\n%s", args[0], p.err, p.log)
 	case <-time.After(time.Minute):
-		t.Fatalf("terp serve did not say where it serves:\n%s", p.log)
+		t.Fatalf("terp %s did not say where it serves:\n%s", args[0], p.log)
 	}
 	return p
 }
