@@ -50,6 +50,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// heavy skips b unless TERP_LOADTEST is set, as make loadtest and make soak
+// set it: these benchmarks take the machine for minutes, and `go test
+// -bench . ./...` (make bench) must not start them by surprise.
+func heavy(b *testing.B) {
+	b.Helper()
+	if os.Getenv("TERP_LOADTEST") == "" {
+		b.Skip("the load and soak runs take the machine for minutes: run them with make loadtest or make soak (or set TERP_LOADTEST=1)")
+	}
+}
+
 // modelLatency is how long the scripted model takes over every reply, a
 // fast open model's time to write a short tool call.
 const modelLatency = 300 * time.Millisecond

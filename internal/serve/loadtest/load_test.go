@@ -48,6 +48,7 @@ const clientsPerKey = 32
 // the first costs (the backend's check of the machine, the runtime's
 // first growth) is not counted per container.
 func BenchmarkLoad(b *testing.B) {
+	heavy(b)
 	for _, sbx := range []string{"local", "cpuos"} {
 		b.Run(sbx, func(b *testing.B) {
 			for _, n := range loadSizes {

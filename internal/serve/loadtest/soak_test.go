@@ -34,6 +34,7 @@ var (
 // soakTolerance: a leak of goroutines, files, sandboxes or memory grows
 // with the conversations, and thousands of them outgrow any tolerance.
 func BenchmarkSoak(b *testing.B) {
+	heavy(b)
 	for _, sbx := range []string{"local", "cpuos"} {
 		b.Run(sbx, func(b *testing.B) { benchSoak(b, sbx) })
 	}
