@@ -51,9 +51,9 @@ func benchSoak(b *testing.B, sbx string) {
 		}
 	}
 	start := st.settle(ctx, b, time.Minute)
-	b.Logf("soak on --sandbox %s: %d clients for %v, sampled every %v, prewarm %q", sbx, soakClients, soakDuration, soakEvery, prewarm)
-	b.Logf("%s", sampleHeader)
-	b.Logf("%s", sampleLine(0, 0, start))
+	say("soak on --sandbox %s: %d clients for %v, sampled every %v, prewarm %q", sbx, soakClients, soakDuration, soakEvery, prewarm)
+	say("%s", sampleHeader)
+	say("%s", sampleLine(0, 0, start))
 
 	var (
 		next    atomic.Int64
@@ -99,7 +99,7 @@ func benchSoak(b *testing.B, sbx string) {
 			case <-stopSampling:
 				return
 			case <-t.C:
-				b.Logf("%s", sampleLine(time.Since(began), done.Load(), st.snapshot(ctx)))
+				say("%s", sampleLine(time.Since(began), done.Load(), st.snapshot(ctx)))
 			}
 		}
 	})
@@ -109,7 +109,7 @@ func benchSoak(b *testing.B, sbx string) {
 	wall := time.Since(began)
 	b.StopTimer()
 	end := st.settle(ctx, b, time.Minute)
-	b.Logf("%s", sampleLine(wall, done.Load(), end))
+	say("%s", sampleLine(wall, done.Load(), end))
 	if nerrs > 0 {
 		b.Errorf("ERRORS: %d of %d conversations failed:\n%s", nerrs, done.Load(), strings.Join(errs, "\n"))
 	}
@@ -125,7 +125,7 @@ func benchSoak(b *testing.B, sbx string) {
 	b.ReportMetric(ms(percentile(added, 50)), "added-p50-ms")
 	b.ReportMetric(ms(percentile(added, 99)), "added-p99-ms")
 	b.ReportMetric(float64(nerrs), "errors")
-	b.Logf("%d conversations in %v (%.2f/s); latency p50 %s p99 %s; the gateway adds p50 %s p99 %s",
+	say("%d conversations in %v (%.2f/s); latency p50 %s p99 %s; the gateway adds p50 %s p99 %s",
 		len(outs), wall.Round(time.Second), count/wall.Seconds(), round(percentile(lat, 50)), round(percentile(lat, 99)),
 		round(percentile(added, 50)), round(percentile(added, 99)))
 	for _, g := range soakGrowth(start, end, st.sandboxes != nil) {
@@ -134,9 +134,19 @@ func benchSoak(b *testing.B, sbx string) {
 			verdict = "GROWTH"
 			b.Errorf("%s grew from %s to %s over the soak, more than the %s allowed", g.name, g.format(g.start), g.format(g.end), g.format(g.allowed))
 		}
-		b.Logf("%-28s start %10s  end %10s  allowed +%s  %s", g.name, g.format(g.start), g.format(g.end), g.format(g.allowed), verdict)
+		rate := ""
+		if g.bytes && count > 0 {
+			rate = fmt.Sprintf(" (%+.1f KiB per conversation)", float64(g.end-g.start)/1024/count)
+		}
+		say("%-20s start %10s  end %10s  allowed +%s  %s%s", g.name, g.format(g.start), g.format(g.end), g.format(g.allowed), verdict, rate)
 	}
 }
+
+// say prints a line of the soak's report as it happens, indented as a
+// benchmark's log is. The testing package keeps only the first ten lines
+// of a benchmark's log when it passes, and a soak has a sample line every
+// few seconds for minutes; printed at once they also show it going on.
+func say(format string, a ...any) { fmt.Printf("    "+format+"\n", a...) }
 
 // sampleHeader heads the soak's samples: terp serve's RSS, threads, open
 // files and goroutines ("-": not exposed), the sandboxes' processes and
