@@ -19,7 +19,7 @@ GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 NODE_SDK     := internal/serve/testdata/node
 NODE_RUNTIME := 20.20.2
 
-.PHONY: build test test-unprivileged lint fmt bench install deps test-deps node-deps apt-install example clean docker-test-image
+.PHONY: build test test-unprivileged lint fmt bench loadtest soak install deps test-deps node-deps apt-install example clean docker-test-image
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
@@ -104,6 +104,28 @@ fmt:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# loadtest puts the terp serve binary, built from this tree, under load:
+# waves of concurrent three-step code-interpreter conversations against a
+# scripted model that takes 300 ms a reply, on the local backend and through
+# terp sandbox serve, at 8, 64 and 256 conversations at once (see "terp serve
+# under load" in docs/benchmarks.md). It takes minutes and the whole machine:
+# run it on a quiet one (make bench skips it). LOAD picks the runs, as
+# -bench's pattern below BenchmarkLoad: LOAD=local/n=8 is the smallest.
+# TERP_LOAD_PREWARM (none by default) and TERP_LOAD_IDLE_PAUSE (30s) are
+# passed through.
+LOAD ?= .
+loadtest:
+	TERP_LOADTEST=1 $(GO) test -run '^$$' -bench '^BenchmarkLoad$$/$(LOAD)' -benchtime 1x -timeout 0 ./internal/serve/loadtest/
+
+# soak runs 16 clients through terp serve for SOAK (10m), one conversation
+# after another, and fails on growth of its threads, open files, goroutines
+# (when it exposes them), sandboxes or memory. SOAK_SANDBOX is local or
+# cpuos; TERP_SOAK_CLIENTS and TERP_SOAK_INTERVAL (10s) are passed through.
+SOAK         ?= 10m
+SOAK_SANDBOX ?= local
+soak:
+	TERP_LOADTEST=1 TERP_SOAK_DURATION=$(SOAK) $(GO) test -run '^$$' -bench '^BenchmarkSoak$$/^$(SOAK_SANDBOX)$$' -benchtime 1x -timeout 0 ./internal/serve/loadtest/
 
 clean:
 	rm -rf bin

@@ -131,13 +131,20 @@ type Server struct {
 	reqs   []Request
 	calls  int
 	models string
+	// each, when set, answers every request instead of steps (Each).
+	each Step
 }
 
 // New starts a server that answers the i-th chat request with steps[i]. A
 // request beyond the script fails the test. The server is closed when the test
 // ends.
 func New(t testing.TB, steps ...Step) *Server {
-	s := &Server{t: t, steps: steps, models: `{"object":"list","data":[{"id":"test-model","object":"model"}]}`}
+	return start(&Server{t: t, steps: steps})
+}
+
+func start(s *Server) *Server {
+	t := s.t
+	s.models = `{"object":"list","data":[{"id":"test-model","object":"model"}]}`
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.chat)
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
@@ -179,14 +186,20 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	i := s.calls
 	s.calls++
-	s.reqs = append(s.reqs, req)
+	step := s.each
+	if step == nil {
+		s.reqs = append(s.reqs, req)
+		if i < len(s.steps) {
+			step = s.steps[i]
+		}
+	}
 	s.mu.Unlock()
-	if i >= len(s.steps) {
+	if step == nil {
 		s.t.Errorf("llmtest: request %d is beyond the script of %d steps", i+1, len(s.steps))
 		http.Error(w, `{"error":{"message":"script exhausted"}}`, http.StatusInternalServerError)
 		return
 	}
-	reply := s.steps[i](req)
+	reply := step(req)
 	if reply.Status != 0 && reply.Status != http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(reply.Status)
