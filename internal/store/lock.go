@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,13 +36,11 @@ func (s *Dir) Lock(id string) (Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock conversation %s: %w", id, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flockSoon(f, path); err != nil {
 		f.Close()
 		holder := "another terp process"
-		if b, rerr := os.ReadFile(path); rerr == nil {
-			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
-				holder = fmt.Sprintf("another terp process (pid %d)", pid)
-			}
+		if pid := holderPid(path); pid != 0 {
+			holder = fmt.Sprintf("another terp process (pid %d)", pid)
 		}
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: conversation %s is open in %s; wait for it to finish or quit it", ErrBusy, id, holder)
@@ -52,6 +51,32 @@ func (s *Dir) Lock(id string) (Lock, error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return &fileLock{f: f}, nil
+}
+
+// flockSoon takes the lock on f. When the holder is this process, it tries
+// again for a moment: a lock this process has just released may still be
+// held by a child between its fork and its exec (a sandbox being started
+// for another conversation), which has a copy of every descriptor until
+// exec closes it. Another process's lock fails at once.
+func flockSoon(f *os.File, path string) error {
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) || holderPid(path) != os.Getpid() || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// holderPid is the pid the lock file names, or 0.
+func holderPid(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }
 
 // Unlock releases the conversation.

@@ -3,8 +3,10 @@ package store_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -131,6 +133,44 @@ func fill(t *testing.T, path string) {
 				t.Fatal(err)
 			}
 			return
+		}
+	}
+}
+
+// A conversation this process has just let go of can be taken again at
+// once, though children are being started meanwhile: between its fork and
+// its exec, a child holds a copy of the lock file's descriptor (terp serve
+// starts sandboxes for other containers while it removes one).
+func TestLockAgainWhileChildrenStart(t *testing.T) {
+	s, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_ = exec.Command("true").Run()
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	id := store.NewID()
+	for i := range 300 {
+		l, err := s.Lock(id)
+		if err != nil {
+			t.Fatalf("lock %d: %v", i, err)
+		}
+		if err := l.Unlock(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
