@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/terpdev/terp/internal/agent"
@@ -49,9 +50,11 @@ type Conversation struct {
 	past    []Exchange
 
 	// mu guards the sandbox's state between turns against the idle timer.
-	mu         sync.Mutex
-	busy       int         // turns and file jobs running
-	paused     bool        // the sandbox is paused; the next turn wakes it
+	mu   sync.Mutex
+	busy int // turns and file jobs running
+	// paused is set while the sandbox is paused, until the next turn
+	// wakes it; written under mu, read without it by Paused.
+	paused     atomic.Bool
 	closed     bool        // Close has run
 	idle       *time.Timer // pauses the sandbox after idle_pause
 	awakeSince time.Time   // when the sandbox was created or last resumed
@@ -155,7 +158,7 @@ func (c *Conversation) wake(ctx context.Context) error {
 	if note != "" {
 		c.agent.Note(note)
 	}
-	c.paused = false
+	c.paused.Store(false)
 	c.awakeSince = time.Now()
 	c.save()
 	return nil
@@ -177,7 +180,7 @@ func (c *Conversation) ranInKernel() bool {
 // user has been away for idle_pause: a paused sandbox costs only disk. The
 // next turn wakes it. The caller holds mu.
 func (c *Conversation) suspend(ctx context.Context) error {
-	if c.paused || c.sbx == nil {
+	if c.paused.Load() || c.sbx == nil {
 		return nil
 	}
 	_ = c.runner.Close()
@@ -185,10 +188,16 @@ func (c *Conversation) suspend(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pause the sandbox: %w", err)
 	}
-	c.paused = true
+	c.paused.Store(true)
 	c.update(func(r *store.Conversation) { r.Sandbox.SessionID = string(id) })
 	return nil
 }
+
+// Paused reports whether the sandbox is paused: idle past idle_pause, it
+// costs only disk until the next turn wakes it. It never waits, not even
+// for a sandbox being paused or woken, so that a server's metrics can ask
+// it of every conversation at each scrape.
+func (c *Conversation) Paused() bool { return c.paused.Load() }
 
 // begin readies the sandbox for work and holds off the idle pause until end.
 // A sandbox paused while the user was away is woken, and one that has lived
@@ -212,12 +221,12 @@ func (c *Conversation) begin(ctx context.Context) (err error) {
 	if c.idle != nil {
 		c.idle.Stop()
 	}
-	if !c.paused && c.cfg.SandboxTimeout > 0 && time.Since(c.awakeSince) > c.cfg.SandboxTimeout {
+	if !c.paused.Load() && c.cfg.SandboxTimeout > 0 && time.Since(c.awakeSince) > c.cfg.SandboxTimeout {
 		if err := c.suspend(ctx); err != nil {
 			return err
 		}
 	}
-	if c.paused {
+	if c.paused.Load() {
 		return c.wake(ctx)
 	}
 	return nil
@@ -423,7 +432,7 @@ func (c *Conversation) Close(ctx context.Context) []string {
 		c.release()
 		return c.Warnings()
 	}
-	if c.sbx != nil && !c.paused {
+	if c.sbx != nil && !c.paused.Load() {
 		id, err := c.sbx.Pause(ctx)
 		if err != nil {
 			c.warn("pausing the sandbox: " + err.Error())

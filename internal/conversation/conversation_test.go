@@ -344,8 +344,7 @@ func TestIdlePauseAndWake(t *testing.T) {
 	if _, err := c.Ask(ctx(t), "save it", nil); err != nil {
 		t.Fatal(err)
 	}
-	paused := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.paused }
-	for deadline := time.Now().Add(30 * time.Second); !paused(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !c.Paused(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the idle conversation's sandbox was never paused")
 		}
