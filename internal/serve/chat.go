@@ -200,7 +200,8 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		fileID: func(p string) string { return s.fileID(r.Context(), c, p) },
 		usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		head:   chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
-	turn, err := c.conv.Ask(r.Context(), question, ct.handle)
+	turn, err := c.conv.Ask(r.Context(), question, s.observeTurn(r, c, ct.handle))
+	s.turnDone(r, turn, err)
 	if r.Context().Err() != nil {
 		if !ct.open {
 			s.answerStopped(w)

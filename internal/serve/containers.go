@@ -248,6 +248,7 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 	}
 	conv, err := s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: "serve", KeepFiles: true})
 	if err != nil {
+		s.metrics.containerFailed("create", err)
 		return nil, &paramError{err: err}
 	}
 	rec.Conversation = conv.ID
@@ -383,6 +384,7 @@ func (s *Server) open(ctx context.Context, rec state.Container) (*container, err
 		}
 	}
 	if err != nil {
+		s.metrics.containerFailed("open", err)
 		return nil, fmt.Errorf("open container %s: %w", rec.ID, err)
 	}
 	for _, w := range conv.Warnings() {
@@ -483,7 +485,7 @@ func (s *Server) removeContainer(ctx context.Context, rec state.Container) error
 	kept := true
 	if c != nil {
 		for _, w := range c.conv.Close(ctx) {
-			s.cfg.Log.Warn("closing container", "container", c.ID, "warning", w)
+			s.cfg.Log.WarnContext(ctx, "closing container", "container", c.ID, "warning", w)
 		}
 		kept = c.conv.Kept()
 	}

@@ -314,11 +314,13 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	b.start()
 	var turn conversation.Turn
+	send := s.observeTurn(r, c, b.handle)
 	if len(tr.outputs) > 0 {
-		turn, err = c.conv.Continue(r.Context(), tr.outputs, tr.question, b.handle)
+		turn, err = c.conv.Continue(r.Context(), tr.outputs, tr.question, send)
 	} else {
-		turn, err = c.conv.Ask(r.Context(), tr.question, b.handle)
+		turn, err = c.conv.Ask(r.Context(), tr.question, send)
 	}
+	s.turnDone(r, turn, err)
 	err = s.stoppedError(err)
 	b.finish(turn, err)
 	if r.Context().Err() != nil {

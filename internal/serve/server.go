@@ -75,13 +75,26 @@ type Config struct {
 	// one of StepsModes, unless a request's terp_steps says; "" means the
 	// first.
 	Steps string
+	// Metrics are the server's Prometheus metrics; nil makes new ones.
+	// See MetricsHandler and docs/serve.md.
+	Metrics *Metrics
+	// Ready are more checks for /readyz, beside the model server and the
+	// state: the sandbox backend's (SandboxCheck), which the front-end
+	// that made the backend adds.
+	Ready []ReadyCheck
+	// LogDebug logs, at debug level, what clients send and what runs:
+	// their keys, prompts, code and outputs. Without it none of these is
+	// ever logged.
+	LogDebug bool
 }
 
 // Server holds the state of a running `terp serve`.
 type Server struct {
-	cfg   Config
-	state state.State
-	mux   *http.ServeMux
+	cfg     Config
+	state   state.State
+	mux     *http.ServeMux
+	metrics *Metrics
+	ready   []*readyState
 
 	// mu guards containers, the containers live in this process (the
 	// others are records in the state, opened on first use); opening
@@ -125,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{})}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
+	if err := s.instrument(); err != nil {
+		return nil, err
+	}
 	s.mux = http.NewServeMux()
 	s.routes()
 	s.done.Add(1)
@@ -132,24 +148,27 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the server's HTTP handler: every route behind the key check.
+// Handler is the server's HTTP handler: every route behind the key check
+// but the probes, each request counted and logged.
 func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+	return s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, route := s.mux.Handler(r); publicRoutes[route] {
+			s.mux.ServeHTTP(w, r)
+			return
+		}
 		owner, ok := s.owner(r)
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 				"Incorrect API key provided: send one of the server's keys as Authorization: Bearer KEY (terp serve --keys-file or TERP_SERVE_KEY).", "")
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		noteOwner(r, owner)
 		rctx := withOwner(r.Context(), owner)
 		if r.Header.Get(ForwardedHeader) != "" {
 			rctx = context.WithValue(rctx, forwardedKey{}, true)
 		}
-		s.mux.ServeHTTP(sw, r.WithContext(rctx))
-		s.cfg.Log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "owner", owner, "duration", time.Since(start))
-	})
+		s.mux.ServeHTTP(w, r.WithContext(rctx))
+	}))
 }
 
 func (s *Server) routes() {
@@ -172,6 +191,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.getResponse)
 	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.deleteResponse)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	s.healthRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
 			fmt.Sprintf("terp serve has no %s %s; see docs/serve.md for what it serves", r.Method, r.URL.Path), "")
