@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,7 +108,11 @@ func (f *Factory) Conversations() (*conversation.Service, error) {
 	return conversation.New(conversation.Deps{Store: st, NewBackend: f.NewBackend, NewModel: f.NewModel}), nil
 }
 
-func newModel(cfg *config.Config) agent.Completer {
+func newModel(cfg *config.Config) agent.Completer { return newModelVia(cfg, nil) }
+
+// newModelVia is the model client, whose requests go through hc (nil: the
+// default), as terp serve's do, to be timed into its metrics.
+func newModelVia(cfg *config.Config, hc *http.Client) agent.Completer {
 	key, from := cfg.APIKey()
 	return llm.New(llm.Config{
 		BaseURL:      cfg.BaseURL,
@@ -115,6 +120,7 @@ func newModel(cfg *config.Config) agent.Completer {
 		APIKeySource: from,
 		APIKeyEnv:    cfg.APIKeyEnv,
 		Stream:       cfg.Stream,
+		HTTPClient:   hc,
 	})
 }
 

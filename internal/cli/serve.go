@@ -3,9 +3,12 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
@@ -37,7 +41,16 @@ type serveOptions struct {
 	// is the address other replicas sharing it reach this one at.
 	store     string
 	advertise string
+	// metricsListen is the address of the metrics' own listener; "" serves
+	// none.
+	metricsListen string
+	// logFormat is one of logFormats; logDebug logs what clients send.
+	logFormat string
+	logDebug  bool
 }
+
+// logFormats are the formats of terp serve's log; the first is the default.
+var logFormats = []string{"text", "json"}
 
 // serveConfigFlags are the run flags that make sense for a server: not
 // --out, since files stay in the containers.
@@ -46,7 +59,7 @@ var serveConfigFlags = batchConfigFlags
 func newCmdServe(f *Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
 	opts := &serveOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--keys-file PATH | --no-auth] [--alias-suffix SUFFIX] [--steps MODE]",
+		Use:   "serve [--listen ADDR] [--keys-file PATH | --no-auth] [--alias-suffix SUFFIX] [--steps MODE] [--metrics-listen ADDR] [--log-format text|json]",
 		Short: "Serve the code interpreter as an OpenAI-compatible API for any open model",
 		Long: `Serve speaks the OpenAI API to its clients and runs the code interpreter for
 them: the Responses API with the code_interpreter tool, containers and files,
@@ -73,10 +86,24 @@ its own containers, files and responses. --no-auth is allowed on a loopback
 address only; serve refuses to listen elsewhere without keys. The key of the
 model server upstream stays on this machine.
 
-See docs/serve.md for every endpoint.`,
+GET /healthz answers 200 while the process serves, and GET /readyz 200 when
+the model server, the store and the sandbox backend work, or 503 naming the
+check that failed and why; neither needs a key. Prometheus metrics are served
+on a listener of their own, --metrics-listen ADDR, at /metrics (with the
+probes beside them), without a key: they name every key and its use, so
+bind it where only the scraper reaches.
+
+Each request is logged on stderr with its method, route, status, duration,
+key name and request id (the client's X-Request-Id when it sends a sane one,
+returned in the answer's header); --log-format json writes JSON lines. Keys,
+prompts, code and outputs are never logged, except with --log-debug, which
+logs them all: for debugging only.
+
+See docs/serve.md for every endpoint and metric.`,
 		Example: `  TERP_SERVE_KEY=$(openssl rand -hex 16) terp serve --base-url http://localhost:8000/v1 --model qwen3-32b
   terp serve --listen 0.0.0.0:8080 --keys-file /etc/terp/keys
-  terp serve --no-auth   # 127.0.0.1:8080, for one user on this machine`,
+  terp serve --no-auth   # 127.0.0.1:8080, for one user on this machine
+  terp serve --keys-file /etc/terp/keys --metrics-listen 127.0.0.1:9090 --log-format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.flags = cmd.Flags()
@@ -95,7 +122,13 @@ See docs/serve.md for every endpoint.`,
 	fl.BoolVar(&opts.noAuth, "no-auth", false, "accept requests without a key (loopback addresses only)")
 	fl.StringVar(&opts.aliasSuffix, "alias-suffix", serve.DefaultAliasSuffix, "`SUFFIX` that makes a chat model name (MODEL+python) an alias that runs the code interpreter on MODEL")
 	fl.StringVar(&opts.steps, "steps", serve.StepsModes[0], "where chat completions show the steps (`MODE`: "+strings.Join(serve.StepsModes, ", ")+`); a request's "terp_steps" chooses for itself`)
+	fl.StringVar(&opts.metricsListen, "metrics-listen", "", "`ADDR` of a listener of their own for /metrics, /healthz and /readyz, without a key")
+	fl.StringVar(&opts.logFormat, "log-format", logFormats[0], "the log's `FORMAT` on stderr: "+strings.Join(logFormats, " or "))
+	fl.BoolVar(&opts.logDebug, "log-debug", false, "log at debug level, with what clients send: keys, prompts, code and outputs (never without it)")
 	if err := cmd.RegisterFlagCompletionFunc("steps", completeChoices(serve.StepsModes)); err != nil {
+		panic(err)
+	}
+	if err := cmd.RegisterFlagCompletionFunc("log-format", completeChoices(logFormats)); err != nil {
 		panic(err)
 	}
 	addConfigFlags(cmd, serveConfigFlags...)
@@ -178,12 +211,16 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if strings.TrimSpace(opts.aliasSuffix) == "" {
 		return usagef("--alias-suffix is empty: give the suffix that makes a model name an alias, such as %s", serve.DefaultAliasSuffix)
 	}
+	if !slices.Contains(logFormats, opts.logFormat) {
+		return usagef("--log-format is one of %s, not %q", strings.Join(logFormats, ", "), opts.logFormat)
+	}
+	log := serveLogger(f.IO.ErrOut, opts.logFormat, opts.logDebug)
 	cfg, err := f.Config(onlyFlags(opts.flags, serveConfigFlags))
 	if err != nil {
 		return err
 	}
 	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+		opts.tell(log, slog.LevelWarn, w)
 	}
 	if err := pickServer(ctx, f, cfg); err != nil {
 		return err
@@ -199,8 +236,13 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 		return err
 	}
 	defer stores.close()
+	// The model client's requests are timed into the server's metrics.
+	metrics := serve.NewMetrics()
 	shared := *f
 	shared.NewBackend = func(*config.Config) (sandbox.Backend, error) { return backend, nil }
+	shared.NewModel = func(c *config.Config) agent.Completer {
+		return newModelVia(c, &http.Client{Transport: metrics.Transport(nil)})
+	}
 	if stores.shared() {
 		shared.store = stores.conversations
 	}
@@ -214,6 +256,12 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 		return fmt.Errorf("listen on %s: %w", opts.listen, err)
 	}
 	defer ln.Close()
+	var mln net.Listener
+	if opts.metricsListen != "" {
+		if mln, err = lc.Listen(ctx, "tcp", opts.metricsListen); err != nil {
+			return fmt.Errorf("listen on %s for the metrics: %w", opts.metricsListen, err)
+		}
+	}
 	var replica string
 	if stores.shared() {
 		if replica, err = replicaAddress(opts.advertise, ln); err != nil {
@@ -224,20 +272,74 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	srv, err := serve.New(serve.Config{
 		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
 		State: stores.state, DataDir: dataDir, Replica: replica,
-		Log:         slog.New(slog.NewTextHandler(f.IO.ErrOut, nil)),
+		Log:         log,
 		AliasSuffix: opts.aliasSuffix, Steps: opts.steps,
+		Metrics:  metrics,
+		Ready:    []serve.ReadyCheck{serve.SandboxCheck(backend)},
+		LogDebug: opts.logDebug,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "terp: serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes, %s)\n",
-		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox, stores.describe(dataDir))
-	err = serveHTTP(ctx, ln, srv.Handler(), opts.grace, srv)
+	if mln != nil {
+		opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving metrics on http://%s/metrics, and /healthz and /readyz, without a key", mln.Addr()))
+	}
+	opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes, %s)",
+		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox, stores.describe(dataDir)))
+	err = serveWithMetrics(ctx, mln, srv.MetricsHandler(), func(ctx context.Context) error {
+		return serveHTTP(ctx, ln, srv.Handler(), opts.grace, srv)
+	})
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv.Close(cctx)
 	if err == nil && ctx.Err() != nil {
-		fmt.Fprintln(f.IO.ErrOut, "terp: stopped; the containers are paused, and a restart goes on with them")
+		opts.tell(log, slog.LevelInfo, "stopped; the containers are paused, and a restart goes on with them")
 	}
 	return err
+}
+
+// serveLogger is the server's log on w, in format, at debug level with
+// --log-debug.
+func serveLogger(w io.Writer, format string, debug bool) *slog.Logger {
+	o := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if debug {
+		o.Level = slog.LevelDebug
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// tell says what the server says of itself (where it serves, a setting's
+// warning, that it stopped): a line for a person in the text format, a
+// record in the JSON one, so that every line of a JSON log parses.
+func (opts *serveOptions) tell(log *slog.Logger, level slog.Level, text string) {
+	if opts.logFormat == "json" {
+		log.Log(context.Background(), level, text)
+		return
+	}
+	prefix := "terp: "
+	if level >= slog.LevelWarn {
+		prefix = "warning: "
+	}
+	fmt.Fprintln(opts.f.IO.ErrOut, prefix+text)
+}
+
+// serveWithMetrics runs serveAPI and, when mln is set, serves metrics on
+// mln, until ctx ends or either fails.
+func serveWithMetrics(ctx context.Context, mln net.Listener, metrics http.Handler, serveAPI func(context.Context) error) error {
+	if mln == nil {
+		return serveAPI(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveHTTP(ctx, mln, metrics, 5*time.Second, nil)
+		cancel()
+	}()
+	err := serveAPI(ctx)
+	cancel()
+	return errors.Join(err, <-done)
 }
