@@ -133,7 +133,7 @@ func (s *Service) Resume(ctx context.Context, cfg *config.Config, ref string) (*
 	}
 	rec, err := s.store.Load(id)
 	if err != nil {
-		lock.Unlock()
+		_ = lock.Unlock()
 		return nil, err
 	}
 	own := *cfg
@@ -142,7 +142,7 @@ func (s *Service) Resume(ctx context.Context, cfg *config.Config, ref string) (*
 		c.pending = append(c.pending, warning)
 	}
 	if c.backend, err = s.newBackend(&own); err != nil {
-		lock.Unlock()
+		_ = lock.Unlock()
 		return nil, err
 	}
 	if err := c.wake(ctx); err != nil {
@@ -179,7 +179,7 @@ func (s *Service) Remove(ctx context.Context, cfg *config.Config, rec *store.Con
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
+	defer func() { _ = lock.Unlock() }()
 	if rec.Sandbox.SessionID != "" {
 		own := *cfg
 		if rec.Sandbox.Backend != "" {
