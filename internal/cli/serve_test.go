@@ -100,7 +100,7 @@ func TestServeAnswersAndStops(t *testing.T) {
 	if last.Type != "message" || !strings.Contains(last.Content[0].Text, "5050") {
 		t.Errorf("the answer is %+v; want one computed by the code (5050)", last)
 	}
-	if code := g.stop(); code != 0 || !strings.Contains(g.log.String(), "the containers' conversations are paused") {
+	if code := g.stop(); code != 0 || !strings.Contains(g.log.String(), "the containers are paused") {
 		t.Errorf("after Ctrl+C: exit %d\n%s", code, g.log)
 	}
 	ls := terpWith(t, nil, g.env, "", "sessions", "ls", "--json")
