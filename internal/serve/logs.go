@@ -94,6 +94,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
 		req := r.WithContext(ctx)
+		// A request forwarded to another replica carries its id there.
+		req.Header = r.Header.Clone()
+		req.Header.Set(RequestIDHeader, info.id)
 		var body *bodyCopy
 		if s.cfg.LogDebug && r.Body != nil {
 			body = &bodyCopy{ReadCloser: r.Body}

@@ -273,6 +273,11 @@ type timedTransport struct {
 }
 
 func (t *timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get(ForwardedHeader) != "" {
+		// A request forwarded to another replica, through Upstream's
+		// transport: not the model server's.
+		return t.base.RoundTrip(req)
+	}
 	start := time.Now()
 	endpoint := upstreamEndpoint(req.URL.Path)
 	resp, err := t.base.RoundTrip(req)

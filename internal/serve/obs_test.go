@@ -356,6 +356,32 @@ func TestMetricsCountContainersThatCannotOpen(t *testing.T) {
 	}
 }
 
+// A request that one replica forwards to another goes through Upstream's
+// transport, and is not the model server's: it is not timed as one.
+func TestMetricsLeaveForwardedRequestsOut(t *testing.T) {
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer peer.Close()
+	m := NewMetrics()
+	hc := &http.Client{Transport: m.Transport(nil)}
+	for _, forwarded := range []bool{true, false} {
+		req, _ := http.NewRequest("GET", peer.URL+"/v1/models", nil)
+		if forwarded {
+			req.Header.Set(ForwardedHeader, "replica-b")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	fams := (&obsServer{ops: srv}).scrape(t)
+	if got := samples(t, fams, "terp_upstream_request_duration_seconds", map[string]string{"endpoint": "models", "code": "200"}); got != 1 {
+		t.Errorf("%d requests timed as upstream's, want the one not forwarded", got)
+	}
+}
+
 // Two servers in one process count apart, and one Metrics serves one
 // server only.
 func TestMetricsPerServer(t *testing.T) {
