@@ -107,8 +107,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		d := time.Since(start)
 		s.metrics.request(route, sw.status, d)
 		level := slog.LevelInfo
-		if sw.status >= 500 {
+		switch {
+		case sw.status >= 500:
 			level = slog.LevelWarn
+		case publicRoutes[route]:
+			level = slog.LevelDebug // a probe every few seconds is no news
 		}
 		s.cfg.Log.LogAttrs(ctx, level, "request", slog.String("method", r.Method), slog.String("route", route),
 			slog.Int("status", sw.status), slog.Duration("duration", d), slog.String("key_name", info.owner))

@@ -399,7 +399,8 @@ func TestMetricsPerServer(t *testing.T) {
 }
 
 // /healthz answers without a key, on both listeners, whatever upstream
-// does.
+// does, and is not logged unless at debug level: probes come every few
+// seconds.
 func TestHealthz(t *testing.T) {
 	o := newObsServer(t, "http://127.0.0.1:1/v1", obsOptions{})
 	for _, base := range []string{o.api.URL, o.ops.URL} {
@@ -413,6 +414,9 @@ func TestHealthz(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK || got["status"] != "ok" {
 			t.Errorf("GET %s/healthz: %s %v %v", base, resp.Status, got, err)
 		}
+	}
+	if strings.Contains(o.log.String(), "healthz") {
+		t.Errorf("a probe that passed is logged at info level:\n%s", o.log)
 	}
 }
 
