@@ -255,7 +255,7 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.listen, err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	var mln net.Listener
 	if opts.metricsListen != "" {
 		if mln, err = lc.Listen(ctx, "tcp", opts.metricsListen); err != nil {
