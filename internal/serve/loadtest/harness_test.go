@@ -320,11 +320,14 @@ type stack struct {
 	// floor is how many processes run below the sandboxes' runner with no
 	// container live.
 	floor int
+	// metrics is the address of terp serve's metrics listener.
+	metrics string
 }
 
 var (
 	gatewayAddr = regexp.MustCompile(`serving the OpenAI API on (http://\S+/v1)`)
 	sandboxAddr = regexp.MustCompile(`serving sandboxes on (http://\S+)`)
+	metricsAddr = regexp.MustCompile(`serving metrics on (http://\S+)/metrics`)
 )
 
 // homeEnv is an environment of its own for one terp process: a fresh home,
@@ -351,7 +354,7 @@ func startStack(b *testing.B, cfg stackConfig) *stack {
 	bin := terptest.Binary(b)
 	st := &stack{cfg: cfg, model: newModel(b)}
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--base-url", st.model.BaseURL(), "--model", "test-model",
-		"--sandbox", cfg.sandbox, "--exec-mode", "kernel", "--prewarm=" + prewarm}
+		"--sandbox", cfg.sandbox, "--exec-mode", "kernel", "--prewarm=" + prewarm, "--metrics-listen", "127.0.0.1:0"}
 	env, dataDir := homeEnv(b, "TERP_IDLE_PAUSE="+cfg.idlePause.String())
 	st.sandboxRoot = filepath.Join(dataDir, "sandboxes")
 	switch cfg.sandbox {
@@ -377,6 +380,10 @@ func startStack(b *testing.B, cfg stackConfig) *stack {
 	}
 	args = append(args, "--keys-file", keysFile)
 	st.gateway = startProcess(b, "terp serve", env, gatewayAddr, bin, args...)
+	// terp serve says where the metrics are before where the API is.
+	if m := metricsAddr.FindStringSubmatch(st.gateway.log.String()); m != nil {
+		st.metrics = m[1]
+	}
 	// One connection per client at most; the default transport would keep
 	// two idle and open the rest anew for every request.
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
@@ -575,15 +582,18 @@ func (st *stack) snapshot(ctx context.Context) snapshot {
 	return s
 }
 
-// goroutines reads go_goroutines from terp serve's /metrics, if it has one.
+// goroutines reads go_goroutines from terp serve's /metrics, on the
+// listener of their own, which needs no key.
 func (st *stack) goroutines(ctx context.Context) int {
+	if st.metrics == "" {
+		return -1
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(st.gateway.url, "/v1")+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.metrics+"/metrics", nil)
 	if err != nil {
 		return -1
 	}
-	req.Header.Set("Authorization", "Bearer "+st.keys[0])
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return -1
