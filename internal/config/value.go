@@ -384,6 +384,18 @@ func parseSize(s string) (int64, error) {
 	return int64(f * float64(mult)), nil
 }
 
+// ParseSize reads a size written as the config file writes one ("512MiB",
+// "2GiB", a number of bytes), for the flags of a command that are not
+// config keys; the error says what to write instead.
+func ParseSize(s string) (int64, error) {
+	var n int64
+	err := sizeValue{&n}.set(s)
+	return n, err
+}
+
+// FormatSize writes n as ParseSize reads it, for the default of such a flag.
+func FormatSize(n int64) string { return formatSize(n) }
+
 // SizeText is a byte count for a person to read: one decimal in the largest
 // binary unit it reaches, labelled as computed ("1.5 MiB", "200 B").
 func SizeText(n int64) string {
