@@ -47,6 +47,10 @@ type serveOptions struct {
 	// logFormat is one of logFormats; logDebug logs what clients send.
 	logFormat string
 	logDebug  bool
+	// limits are what a key may use unless its line in the keys file says
+	// otherwise, caps bound the whole server; see addLimitFlags.
+	limits serve.Limits
+	caps   serve.Caps
 }
 
 // logFormats are the formats of terp serve's log; the first is the default.
@@ -59,7 +63,7 @@ var serveConfigFlags = batchConfigFlags
 func newCmdServe(f *Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
 	opts := &serveOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--keys-file PATH | --no-auth] [--alias-suffix SUFFIX] [--steps MODE] [--metrics-listen ADDR] [--log-format text|json]",
+		Use:   "serve [--listen ADDR] [--keys-file PATH | --no-auth] [--alias-suffix SUFFIX] [--steps MODE] [--metrics-listen ADDR] [--log-format text|json] [limits]",
 		Short: "Serve the code interpreter as an OpenAI-compatible API for any open model",
 		Long: `Serve speaks the OpenAI API to its clients and runs the code interpreter for
 them: the Responses API with the code_interpreter tool, containers and files,
@@ -85,6 +89,16 @@ lines (# starts a comment), or TERP_SERVE_KEY holds one key. A key sees only
 its own containers, files and responses. --no-auth is allowed on a loopback
 address only; serve refuses to listen elsewhere without keys. The key of the
 model server upstream stays on this machine.
+
+Limits: each key may hold --key-containers live containers (64), send
+--key-rpm requests a minute and use --key-tokens-per-day tokens a UTC day
+(both unlimited unless given); a line of the keys file may set its own, as
+"alice sk-... containers=8 rpm=60 tokens_per_day=2000000" (N or unlimited).
+--max-containers and --max-runs bound the live containers and the turns
+running at once across keys, --max-upload and --max-request-size the sizes
+of uploads (512MiB) and JSON bodies (8MiB). A client over a limit gets a 429
+with Retry-After, which the OpenAI SDKs wait out and retry (not for tokens
+per day: that waits for midnight UTC), or a 413 for a body over its size.
 
 GET /healthz answers 200 while the process serves, and GET /readyz 200 when
 the model server, the store and the sandbox backend work, or 503 naming the
@@ -115,7 +129,7 @@ See docs/serve.md for every endpoint and metric.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	fl.StringVar(&opts.keysFile, "keys-file", "", "file of `PATH` with one \"NAME KEY\" per line: the keys clients may send")
+	fl.StringVar(&opts.keysFile, "keys-file", "", "file of `PATH` with one \"NAME KEY [OPTION=N ...]\" per line: the keys clients may send, and their limits")
 	fl.StringVar(&opts.store, "store", "", "`URL` of a PostgreSQL database (postgres://...) that replicas share; default: the data directory")
 	fl.StringVar(&opts.advertise, "advertise", "", "`URL` other replicas reach this one at (http://HOST:PORT), with a shared --store")
 	fl.DurationVar(&opts.grace, "grace", 30*time.Second, "on SIGTERM, how long running requests may finish before they are stopped")
@@ -131,24 +145,25 @@ See docs/serve.md for every endpoint and metric.`,
 	if err := cmd.RegisterFlagCompletionFunc("log-format", completeChoices(logFormats)); err != nil {
 		panic(err)
 	}
+	addLimitFlags(fl, opts)
 	addConfigFlags(cmd, serveConfigFlags...)
 	return cmd
 }
 
 // serveKeys are the keys a server accepts, from --keys-file or
-// TERP_SERVE_KEY, checked against the listen address.
-func serveKeys(opts *serveOptions) (map[string]string, error) {
-	keys := map[string]string{}
+// TERP_SERVE_KEY, checked against the listen address, each with its limits.
+func serveKeys(opts *serveOptions) (map[string]serve.Key, error) {
+	keys := map[string]serve.Key{}
 	switch {
 	case opts.keysFile != "" && opts.noAuth:
 		return nil, usagef("--keys-file and --no-auth contradict each other; give one")
 	case opts.keysFile != "":
 		var err error
-		if keys, err = readKeysFile(opts.keysFile); err != nil {
+		if keys, err = readKeysFile(opts.keysFile, opts.limits); err != nil {
 			return nil, err
 		}
 	case strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY")) != "":
-		keys[strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY"))] = "default"
+		keys[strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY"))] = serve.Key{Name: "default", Limits: opts.limits}
 	case !opts.noAuth:
 		return nil, usagef("terp serve needs keys: set TERP_SERVE_KEY, give --keys-file PATH, or --no-auth on a loopback address")
 	}
@@ -160,16 +175,17 @@ func serveKeys(opts *serveOptions) (map[string]string, error) {
 	return keys, nil
 }
 
-// readKeysFile reads "NAME KEY" lines; a key shorter than 16 characters, a
-// name or key given twice, or a malformed line is refused with its line
-// number.
-func readKeysFile(path string) (map[string]string, error) {
+// readKeysFile reads "NAME KEY [OPTION=VALUE ...]" lines, each key with
+// the limits its options set over defaults; a key shorter than 16
+// characters, a name or key given twice, an option it does not know, or a
+// malformed line is refused with its line number.
+func readKeysFile(path string, defaults serve.Limits) (map[string]serve.Key, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, usagef("cannot read the keys file: %v", err)
 	}
 	defer fh.Close()
-	keys := map[string]string{}
+	keys := map[string]serve.Key{}
 	names := map[string]bool{}
 	sc := bufio.NewScanner(fh)
 	for n := 1; sc.Scan(); n++ {
@@ -178,17 +194,21 @@ func readKeysFile(path string) (map[string]string, error) {
 			continue
 		}
 		fields := strings.Fields(line)
+		limits := defaults
 		switch {
-		case len(fields) != 2:
-			return nil, usagef("%s:%d: want NAME KEY, two words", path, n)
+		case len(fields) < 2:
+			return nil, usagef("%s:%d: want NAME KEY, and options after them such as rpm=60", path, n)
 		case len(fields[1]) < 16:
 			return nil, usagef("%s:%d: the key of %s is shorter than 16 characters; make a long random one (openssl rand -hex 16)", path, n, fields[0])
 		case names[fields[0]]:
 			return nil, usagef("%s:%d: %s is named twice", path, n, fields[0])
-		case keys[fields[1]] != "":
-			return nil, usagef("%s:%d: %s has the key of %s", path, n, fields[0], keys[fields[1]])
+		case keys[fields[1]].Name != "":
+			return nil, usagef("%s:%d: %s has the key of %s", path, n, fields[0], keys[fields[1]].Name)
 		}
-		names[fields[0]], keys[fields[1]] = true, fields[0]
+		if err := parseKeyOptions(fields[2:], &limits); err != nil {
+			return nil, usagef("%s:%d: %v", path, n, err)
+		}
+		names[fields[0]], keys[fields[1]] = true, serve.Key{Name: fields[0], Limits: limits}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, usagef("cannot read the keys file: %v", err)
@@ -271,6 +291,7 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	dataDir := filepath.Join(f.DataDir(), "serve")
 	srv, err := serve.New(serve.Config{
 		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
+		LocalLimits: opts.limits, Caps: opts.caps,
 		State: stores.state, DataDir: dataDir, Replica: replica,
 		Log:         log,
 		AliasSuffix: opts.aliasSuffix, Steps: opts.steps,

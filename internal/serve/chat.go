@@ -100,11 +100,10 @@ type chatUsage struct {
 // answers with one assistant message; any other request goes to the model
 // server upstream as it is.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			badRequest(w, "", "the request body is over %d bytes", maxBody)
+		if limit := asLimit(err); limit != nil {
+			limit.answer(w)
 		} else {
 			badRequest(w, "", "cannot read the request body: %v", err)
 		}
@@ -122,7 +121,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	model, alias := strings.CutSuffix(req.Model, s.aliasSuffix())
 	alias = alias && model != ""
 	if !tool && !alias {
-		s.passthrough(w, r, body)
+		if s.underTokens(w, r) {
+			s.passthrough(w, r, body)
+		}
 		return
 	}
 	for i, t := range req.Tools {
@@ -159,11 +160,17 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		badRequest(w, "terp_steps", "terp_steps is one of %s, not %q", strings.Join(StepsModes, ", "), steps)
 		return
 	}
+	run, ok := s.startRun(w, r)
+	if !ok {
+		return
+	}
+	defer run.done()
 	owner := ownerOf(r)
 	var c *container
 	if id := r.Header.Get(ContainerHeader); id != "" {
 		var err error
 		if c, err = s.container(r.Context(), owner, id); err != nil {
+			run.done() // the turn runs elsewhere, or not at all
 			if !s.forwarded(w, r, err) {
 				conversationError(w, err)
 			}
@@ -202,6 +209,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		head:   chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
 	turn, err := c.conv.Ask(r.Context(), question, s.observeTurn(r, c, ct.handle))
 	s.turnDone(r, turn, err)
+	run.count(r.Context(), turn.Result.Usage)
 	if r.Context().Err() != nil {
 		if !ct.open {
 			s.answerStopped(w)
@@ -631,11 +639,14 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, body []byte
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
+	meter := newTokenMeter(resp.Header.Get("Content-Type"))
+	defer func() { s.countTokens(r.Context(), ownerOf(r), meter.tokens()) }()
 	f, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
+			_, _ = meter.Write(buf[:n])
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -230,14 +230,11 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 			return nil, badParam("network_policy.type", "network_policy.type is disabled or allowlist")
 		}
 	}
-	mine, err := s.state.Containers(ctx, owner)
+	made, err := s.reserveContainer(ctx, owner)
 	if err != nil {
 		return nil, &paramError{err: err}
 	}
-	if len(mine) >= s.cfg.MaxContainers {
-		return nil, &paramError{status: http.StatusTooManyRequests, param: "container",
-			message: fmt.Sprintf("this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", len(mine))}
-	}
+	defer made()
 	var files []state.File
 	for _, id := range opts.FileIDs {
 		f, err := s.state.File(ctx, owner, id)
@@ -624,11 +621,10 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 	s.withContainer(w, r, func(c *container) {
 		var err error
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
-			name, body, _, ok := readUpload(w, r)
+			name, body, _, ok := s.readUpload(w, r)
 			if !ok {
 				return
 			}
-			defer body.Close()
 			if err = s.put(r.Context(), c, name, body); err == nil {
 				s.answerFile(w, r, c, name)
 			}

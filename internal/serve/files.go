@@ -24,9 +24,6 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// maxUpload bounds one uploaded file.
-const maxUpload = 512 << 20
-
 // fileObject is OpenAI's file object.
 type fileObject struct {
 	ID        string `json:"id"`
@@ -45,9 +42,9 @@ func fileObjectOf(f state.File) fileObject {
 }
 
 // readUpload takes the file of a multipart upload (field "file"), with its
-// name; it answers the client itself when there is none.
-func readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.ReadCloser, fields map[string]string, ok bool) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxUpload+1<<20)
+// name, bounded by Caps.Upload; it answers the client itself when there is
+// none.
+func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.Reader, fields map[string]string, ok bool) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		badRequest(w, "file", "upload the file as multipart/form-data with a field named file: %v", err)
@@ -60,6 +57,10 @@ func readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.Re
 			badRequest(w, "file", "the upload has no field named file")
 			return "", nil, nil, false
 		}
+		if limit := asLimit(err); limit != nil {
+			limit.answer(w)
+			return "", nil, nil, false
+		}
 		if err != nil {
 			badRequest(w, "file", "the upload is not readable multipart/form-data: %v", err)
 			return "", nil, nil, false
@@ -69,7 +70,7 @@ func readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.Re
 			if name == "." || name == ".." || name == "/" || name == "" || strings.ContainsRune(name, 0) {
 				name = "upload"
 			}
-			return name, part, fields, true
+			return name, s.uploadPart(part), fields, true
 		}
 		b, _ := io.ReadAll(io.LimitReader(part, 4096))
 		fields[part.FormName()] = string(b)
@@ -77,20 +78,21 @@ func readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.Re
 }
 
 func (s *Server) createFile(w http.ResponseWriter, r *http.Request) {
-	name, body, fields, ok := readUpload(w, r)
+	name, body, fields, ok := s.readUpload(w, r)
 	if !ok {
 		return
 	}
-	defer body.Close()
 	purpose := fields["purpose"]
 	if purpose == "" {
 		purpose = "user_data"
 	}
 	f := state.File{ID: newID("file-"), Owner: ownerOf(r), Filename: name, Purpose: purpose, CreatedAt: time.Now()}
-	f, err := s.state.PutFile(r.Context(), f, body, maxUpload)
+	f, err := s.state.PutFile(r.Context(), f, body, s.lim.caps.Upload)
 	switch {
 	case errors.Is(err, state.ErrTooLarge):
-		badRequest(w, "file", "the file is over %d MiB", maxUpload>>20)
+		tooLarge("the file", s.lim.caps.Upload, "--max-upload").answer(w)
+	case asLimit(err) != nil:
+		asLimit(err).answer(w)
 	case err != nil:
 		badRequest(w, "file", "cannot store the file: %v", err)
 	default:

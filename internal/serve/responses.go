@@ -270,9 +270,15 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	run, ok := s.startRun(w, r)
+	if !ok {
+		return
+	}
+	defer run.done()
 	owner := ownerOf(r)
 	tr, perr := s.readTurn(r.Context(), owner, &req)
 	if perr != nil {
+		run.done() // the turn runs elsewhere, or not at all
 		if !s.forwarded(w, r, perr.err) {
 			perr.answer(w)
 		}
@@ -321,6 +327,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		turn, err = c.conv.Ask(r.Context(), tr.question, send)
 	}
 	s.turnDone(r, turn, err)
+	run.count(r.Context(), turn.Result.Usage)
 	err = s.stoppedError(err)
 	b.finish(turn, err)
 	if r.Context().Err() != nil {

@@ -63,7 +63,7 @@ func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *te
 		},
 	})
 	sc := Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys: map[string]string{aliceKey: "alice", bobKey: "bob"}}
+		Keys: map[string]Key{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
 	for _, ch := range change {
 		ch(&sc)
 	}
@@ -539,7 +539,12 @@ func TestContainersExpire(t *testing.T) {
 
 // A key may hold only so many live containers; past it, it is told why.
 func TestContainerCap(t *testing.T) {
-	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.MaxContainers = 2 })
+	ts := newTestServer(t, llmtest.New(t), func(c *Config) {
+		for k, key := range c.Keys {
+			key.Limits.Containers = 2
+			c.Keys[k] = key
+		}
+	})
 	alice, bob := ts.client(aliceKey), ts.client(bobKey)
 	for range 2 {
 		if _, err := alice.Containers.New(ctx(t), openai.ContainerNewParams{Name: "c"}); err != nil {

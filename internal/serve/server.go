@@ -42,10 +42,14 @@ type Config struct {
 	// base URL and model, the sandbox, its limits. Each container gets its
 	// own copy.
 	Settings *config.Config
-	// Keys maps each accepted bearer key to its owner's name. Empty with
-	// NoAuth set, every request belongs to one owner, "local".
-	Keys   map[string]string
-	NoAuth bool
+	// Keys maps each accepted bearer key to its owner's name and limits.
+	// Empty with NoAuth set, every request belongs to one owner, "local",
+	// held to LocalLimits.
+	Keys        map[string]Key
+	NoAuth      bool
+	LocalLimits Limits
+	// Caps bound the whole server, whatever the key.
+	Caps Caps
 	// State keeps the files, containers, responses and usage across
 	// restarts; nil means a state.Dir in DataDir.
 	State state.State
@@ -60,10 +64,6 @@ type Config struct {
 	Upstream *http.Client
 	// Log receives one line per request; nil discards.
 	Log *slog.Logger
-	// MaxContainers bounds the live containers of one key (0: 64): each
-	// holds a sandbox, so a client that never deletes them nor lets them
-	// expire must not exhaust the machine.
-	MaxContainers int
 	// ExpiryTick is how often containers past their expiry are looked for
 	// (0: 30 s).
 	ExpiryTick time.Duration
@@ -95,6 +95,7 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *Metrics
 	ready   []*readyState
+	lim     *limiter
 
 	// mu guards containers, the containers live in this process (the
 	// others are records in the state, opened on first use); opening
@@ -120,9 +121,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Upstream == nil {
 		cfg.Upstream = http.DefaultClient
 	}
-	if cfg.MaxContainers == 0 {
-		cfg.MaxContainers = 64
-	}
 	if cfg.ExpiryTick == 0 {
 		cfg.ExpiryTick = 30 * time.Second
 	}
@@ -136,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{})}
+	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{}), lim: newLimiter(cfg)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if err := s.instrument(); err != nil {
 		return nil, err
@@ -167,7 +165,9 @@ func (s *Server) Handler() http.Handler {
 		if r.Header.Get(ForwardedHeader) != "" {
 			rctx = context.WithValue(rctx, forwardedKey{}, true)
 		}
-		s.mux.ServeHTTP(w, r.WithContext(rctx))
+		if s.admit(w, r, owner) {
+			s.mux.ServeHTTP(w, r.WithContext(rctx))
+		}
 	}))
 }
 
@@ -271,10 +271,10 @@ func (s *Server) owner(r *http.Request) (string, bool) {
 	// nothing about which prefix matched.
 	sum := sha256.Sum256([]byte(key))
 	owner, found := "", false
-	for k, name := range s.cfg.Keys {
+	for k, key := range s.cfg.Keys {
 		ks := sha256.Sum256([]byte(k))
 		if subtle.ConstantTimeCompare(sum[:], ks[:]) == 1 {
-			owner, found = name, true
+			owner, found = key.Name, true
 		}
 	}
 	return owner, found
@@ -344,6 +344,10 @@ func serverError(w http.ResponseWriter, err error) {
 
 // conversationError answers with the status that err calls for.
 func conversationError(w http.ResponseWriter, err error) {
+	if limit := asLimit(err); limit != nil {
+		limit.answer(w)
+		return
+	}
 	var input *conversation.InputError
 	switch {
 	case errors.As(err, &input):
@@ -366,25 +370,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// maxBody bounds a JSON request body; uploads have their own bound.
+// maxBody bounds an answer from upstream that terp reads whole (the model
+// list); a client's request body is bounded by Caps.Request.
 const maxBody = 8 << 20
 
 // decode reads a JSON request body into v, refusing what is not JSON or is
-// too large, with a message that says so.
+// too large (Handler bounds every body), with a message that says so.
 //
 // The body is kept in r.Body, read again from the start, so that a request
 // for a container open in another replica can be forwarded there.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	b, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	if err == nil {
 		err = json.Unmarshal(b, v)
 	}
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			badRequest(w, "", "the request body is over %d bytes", maxBody)
+		if limit := asLimit(err); limit != nil {
+			limit.answer(w)
 		} else {
 			badRequest(w, "", "the request body is not the JSON this endpoint takes: %v", err)
 		}

@@ -1,0 +1,483 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/llm"
+)
+
+// Limits bound what one key may use, so that one client cannot take the
+// machine or the model server from the others. Zero means no limit.
+type Limits struct {
+	// Containers bounds the key's live containers: each holds a sandbox.
+	Containers int
+	// RPM bounds the key's requests per minute, to any endpoint. It is a
+	// token bucket: a key may send RPM requests at once, then one each
+	// 60/RPM seconds.
+	RPM int
+	// TokensPerDay bounds the prompt and completion tokens the key's
+	// code-interpreter turns (and the chat completions passed through that
+	// report their usage) use in a UTC day, as counted in the state, which
+	// every replica shares. A turn that starts under it runs to its end;
+	// the next is refused until midnight UTC.
+	TokensPerDay int64
+}
+
+// Key is whose a bearer key is, and what it may use.
+type Key struct {
+	Name   string
+	Limits Limits
+}
+
+// Caps bound the whole server, whatever the key.
+type Caps struct {
+	// Containers bounds the live containers of all keys together; 0: no
+	// bound.
+	Containers int
+	// Runs bounds the turns running at once (responses, and chat
+	// completions that run the code interpreter); 0: no bound. A turn over
+	// it is refused at once, not queued: a queue would hold the client's
+	// connection for as long as the others run, and the SDKs retry a 429
+	// after its Retry-After by themselves.
+	Runs int
+	// Upload bounds one uploaded file; 0: DefaultMaxUpload.
+	Upload int64
+	// Request bounds a JSON request body; 0: DefaultMaxRequest.
+	Request int64
+}
+
+// The size caps a server has unless Caps says otherwise.
+const (
+	DefaultMaxUpload  = 512 << 20
+	DefaultMaxRequest = 8 << 20
+)
+
+// uploadSlack is what a multipart upload may hold besides its file: the
+// part headers and the other fields.
+const uploadSlack = 1 << 20
+
+// busyRetry is the Retry-After of a refusal for a cap that frees when
+// other work ends (runs, containers), which terp cannot foresee.
+const busyRetry = 5 * time.Second
+
+// utcDay is the day t falls on in UTC, as Usage names days.
+func utcDay(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// untilMidnight is how long from t until the next UTC day begins.
+func untilMidnight(t time.Time) time.Duration {
+	t = t.UTC()
+	y, m, d := t.Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC).Sub(t)
+}
+
+// limiter holds what the limits need besides the state: each key's
+// bucket, the containers being made and the turns running, all of this
+// process (a replica counts its own).
+type limiter struct {
+	caps   Caps
+	byName map[string]Limits
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	// making counts the containers being made, by owner, so that two made
+	// at once cannot both take the last place.
+	making    map[string]int
+	makingAll int
+	runs      int
+}
+
+func newLimiter(cfg Config) *limiter {
+	l := &limiter{caps: cfg.Caps, byName: map[string]Limits{"local": cfg.LocalLimits},
+		buckets: map[string]*bucket{}, making: map[string]int{}}
+	if l.caps.Upload <= 0 {
+		l.caps.Upload = DefaultMaxUpload
+	}
+	if l.caps.Request <= 0 {
+		l.caps.Request = DefaultMaxRequest
+	}
+	for _, k := range cfg.Keys {
+		l.byName[k.Name] = k.Limits
+	}
+	return l
+}
+
+// bucket is a token bucket of one key's requests per minute.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// take spends one request of a bucket that holds at most rpm, refilled at
+// rpm a minute, at now; refused, it says how long until one is back.
+func (b *bucket) take(now time.Time, rpm int) (time.Duration, bool) {
+	rate := float64(rpm) / 60 // a second
+	if b.at.IsZero() {
+		b.tokens = float64(rpm)
+	} else if now.After(b.at) {
+		b.tokens = math.Min(float64(rpm), b.tokens+now.Sub(b.at).Seconds()*rate)
+	}
+	b.at = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
+}
+
+// limitError is a request refused for a limit: a 429 with the time to wait
+// in Retry-After, or a 413 for a body over its size.
+type limitError struct {
+	status  int
+	typ     string
+	code    string
+	message string
+	// retry is how long until the request may pass.
+	retry time.Duration
+	// final tells the SDKs not to retry on their own (x-should-retry):
+	// waiting Retry-After out in a client would block it for hours.
+	final bool
+}
+
+func (e *limitError) Error() string { return e.message }
+
+// rateLimited is the 429 of a limit of kind typ: what OpenAI sends for its
+// own rate limits, whose type names what ran out (requests, tokens) and
+// which the SDKs retry after Retry-After.
+func rateLimited(typ string, retry time.Duration, format string, a ...any) *limitError {
+	return &limitError{status: http.StatusTooManyRequests, typ: typ, code: "rate_limit_exceeded",
+		message: fmt.Sprintf(format, a...), retry: retry}
+}
+
+// tooLarge is the 413 of a body over limit bytes.
+func tooLarge(what string, limit int64, flag string) *limitError {
+	return &limitError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "request_too_large",
+		message: fmt.Sprintf("%s is over %s, the most this server takes (terp serve %s); send less", what, config.SizeText(limit), flag)}
+}
+
+func (e *limitError) answer(w http.ResponseWriter) {
+	if e.retry > 0 {
+		secs := int64(math.Ceil(e.retry.Seconds()))
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(e.retry.Milliseconds()+1, 10))
+	}
+	if e.final {
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	writeError(w, e.status, e.typ, e.code, e.message, "")
+}
+
+// asLimit is the limit err is about, if it is one: a refusal of ours (a
+// body over its cap among them), or a body that came too slowly for the
+// server's read deadline.
+func asLimit(err error) *limitError {
+	var le *limitError
+	switch {
+	case errors.As(err, &le):
+		return le
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &limitError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
+			message: "the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again"}
+	}
+	return nil
+}
+
+// limits are the limits of owner.
+func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
+
+// admit lets a request of owner's through to its handler, or answers it:
+// a key over its requests per minute, a body declared over its bound. It
+// bounds the body it lets through: an upload by Caps.Upload, any other by
+// Caps.Request.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) bool {
+	l := s.lim
+	if rpm := l.limits(owner).RPM; rpm > 0 {
+		l.mu.Lock()
+		b := l.buckets[owner]
+		if b == nil {
+			b = &bucket{}
+			l.buckets[owner] = b
+		}
+		wait, ok := b.take(time.Now(), rpm)
+		l.mu.Unlock()
+		if !ok {
+			rateLimited("requests", wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
+				owner, rpm, wait.Round(time.Millisecond)).answer(w)
+			return false
+		}
+	}
+	limit, refusal := l.caps.Request, tooLarge("the request body", l.caps.Request, "--max-request-size")
+	if s.isUpload(r) {
+		limit, refusal = l.caps.Upload+uploadSlack, tooLarge("the upload", l.caps.Upload, "--max-upload")
+	}
+	if r.ContentLength > limit {
+		refusal.answer(w)
+		return false
+	}
+	r.Body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), err: refusal}
+	return true
+}
+
+// isUpload says whether r uploads a file: multipart to one of the routes
+// that take files.
+func (s *Server) isUpload(r *http.Request) bool {
+	if r.Method != http.MethodPost || !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+		return false
+	}
+	_, pattern := s.mux.Handler(r)
+	return pattern == "POST /v1/files" || pattern == "POST /v1/containers/{id}/files"
+}
+
+// uploadPart bounds an uploaded file to Caps.Upload, exactly, whatever the
+// request declared.
+func (s *Server) uploadPart(r io.Reader) io.Reader {
+	return &cappedReader{r: r, left: s.lim.caps.Upload, err: tooLarge("the file", s.lim.caps.Upload, "--max-upload")}
+}
+
+// cappedReader fails with err past its bound, rather than ending early: a
+// file cut short must not be kept as if it were whole.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+	err  error
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return 0, c.err
+	}
+	return n, err
+}
+
+// boundedBody is a request body behind http.MaxBytesReader, whose error
+// it turns into the 413 that names the cap and its flag.
+type boundedBody struct {
+	io.ReadCloser
+	err error
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		err = b.err
+	}
+	return n, err
+}
+
+// reserveContainer holds a place for a new container of owner's, or says
+// which limit has none left; done gives the place back once the container
+// is saved in the state, or was not made. Containers count whether open or
+// paused, until they are deleted or expire; those being made count too, in
+// this process.
+func (s *Server) reserveContainer(ctx context.Context, owner string) (done func(), err error) {
+	l := s.lim
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	mine, all, err := s.liveContainers(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	mine, all = mine+l.making[owner], all+l.makingAll
+	if most := l.limits(owner).Containers; most > 0 && mine >= most {
+		return nil, rateLimited("containers", busyRetry,
+			"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", mine)
+	}
+	if most := l.caps.Containers; most > 0 && all >= most {
+		return nil, rateLimited("containers", busyRetry,
+			"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", all)
+	}
+	l.making[owner]++
+	l.makingAll++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.making[owner]--
+			l.makingAll--
+			l.mu.Unlock()
+		})
+	}, nil
+}
+
+// liveContainers counts owner's containers, and everyone's (the latter
+// only when a cap asks: it reads every record).
+func (s *Server) liveContainers(ctx context.Context, owner string) (mine, all int, err error) {
+	if s.lim.limits(owner).Containers > 0 {
+		recs, err := s.state.Containers(ctx, owner)
+		if err != nil {
+			return 0, 0, err
+		}
+		mine = len(recs)
+	}
+	if s.lim.caps.Containers > 0 {
+		recs, err := s.state.Containers(ctx, "")
+		if err != nil {
+			return 0, 0, err
+		}
+		all = len(recs)
+	}
+	return mine, all, nil
+}
+
+// run is one turn that holds a place under Caps.Runs.
+type run struct {
+	s     *Server
+	owner string
+	once  sync.Once
+}
+
+// startRun admits a turn of the request's owner, or answers it: the key
+// has used its tokens for the day, or the server runs all the turns it
+// may. Call done when the turn has ended, and count with its usage.
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) (*run, bool) {
+	owner := ownerOf(r)
+	if !s.underTokens(w, r) {
+		return nil, false
+	}
+	l := s.lim
+	l.mu.Lock()
+	if most := l.caps.Runs; most > 0 && l.runs >= most {
+		l.mu.Unlock()
+		rateLimited("runs", busyRetry, "terp serve is running %d turns, the most it may at once (terp serve --max-runs); try again shortly", most).answer(w)
+		return nil, false
+	}
+	l.runs++
+	l.mu.Unlock()
+	return &run{s: s, owner: owner}, true
+}
+
+// done gives the turn's place back; it may be called more than once.
+func (u *run) done() {
+	u.once.Do(func() {
+		l := u.s.lim
+		l.mu.Lock()
+		l.runs--
+		l.mu.Unlock()
+	})
+}
+
+// count adds the tokens a turn used to its key's day, even when its client
+// has gone: the model server did the work.
+func (u *run) count(ctx context.Context, used llm.Usage) {
+	u.s.countTokens(ctx, u.owner, int64(used.PromptTokens+used.CompletionTokens))
+}
+
+func (s *Server) countTokens(ctx context.Context, owner string, tokens int64) {
+	if tokens <= 0 {
+		return
+	}
+	if _, err := s.state.AddUsage(context.WithoutCancel(ctx), owner, utcDay(time.Now()), tokens); err != nil {
+		s.cfg.Log.Warn("counting tokens", "owner", owner, "tokens", tokens, "error", err)
+	}
+}
+
+// underTokens says whether the request's key has tokens left today, and
+// answers it when it has not.
+func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
+	owner := ownerOf(r)
+	most := s.lim.limits(owner).TokensPerDay
+	if most <= 0 {
+		return true
+	}
+	now := time.Now()
+	used, err := s.state.Usage(r.Context(), owner, utcDay(now))
+	if err != nil {
+		serverError(w, fmt.Errorf("cannot read the tokens key %s used today: %w", owner, err))
+		return false
+	}
+	if used < most {
+		return true
+	}
+	e := rateLimited("tokens", untilMidnight(now),
+		"Rate limit reached for key %s on tokens per day (TPD): limit %d, used %d. The limit resets at midnight UTC, in %s.",
+		owner, most, used, untilMidnight(now).Round(time.Minute))
+	e.final = true
+	e.answer(w)
+	return false
+}
+
+// tokenMeter reads the usage an answer passed through from upstream
+// reports, for Limits.TokensPerDay: a completion's usage, or in a stream
+// the chunk that carries it (sent with stream_options.include_usage). An
+// answer that reports none counts nothing.
+type tokenMeter struct {
+	stream bool
+	// buf is the whole answer, or the stream's line being read; past
+	// maxBody it is dropped, unread.
+	buf      []byte
+	overflow bool
+	used     llm.Usage
+}
+
+func newTokenMeter(contentType string) *tokenMeter {
+	return &tokenMeter{stream: strings.HasPrefix(contentType, "text/event-stream")}
+}
+
+func (m *tokenMeter) Write(p []byte) (int, error) {
+	if !m.stream {
+		m.keep(p)
+		return len(p), nil
+	}
+	for rest := p; len(rest) > 0; {
+		line, more, found := bytes.Cut(rest, []byte("\n"))
+		m.keep(line)
+		if !found {
+			break
+		}
+		m.line()
+		rest = more
+	}
+	return len(p), nil
+}
+
+func (m *tokenMeter) keep(p []byte) {
+	if m.overflow || len(m.buf)+len(p) > maxBody {
+		m.buf, m.overflow = nil, true
+		return
+	}
+	m.buf = append(m.buf, p...)
+}
+
+// line reads a stream's line that ended: a data line with the usage.
+func (m *tokenMeter) line() {
+	data, ok := bytes.CutPrefix(bytes.TrimSpace(m.buf), []byte("data:"))
+	if ok && !m.overflow && bytes.Contains(data, []byte(`"usage"`)) {
+		m.read(data)
+	}
+	m.buf, m.overflow = m.buf[:0], false
+}
+
+func (m *tokenMeter) read(b []byte) {
+	var chunk struct {
+		Usage *llm.Usage `json:"usage"`
+	}
+	if json.Unmarshal(b, &chunk) == nil && chunk.Usage != nil {
+		m.used = *chunk.Usage
+	}
+}
+
+// tokens are the prompt and completion tokens the answer reported.
+func (m *tokenMeter) tokens() int64 {
+	if !m.stream && !m.overflow {
+		m.read(m.buf)
+	}
+	return int64(m.used.PromptTokens + m.used.CompletionTokens)
+}
