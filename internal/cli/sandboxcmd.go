@@ -107,7 +107,7 @@ func serveSandboxes(ctx context.Context, log io.Writer, ln net.Listener, backend
 		return err
 	}
 	fmt.Fprintf(log, "terp: serving sandboxes on http://%s\n", ln.Addr())
-	err = serveHTTP(ctx, ln, srv.Handler(), 10*time.Second, nil)
+	err = serveHTTP(ctx, ln, srv.Handler(), 10*time.Second, nil, defaultHTTPTimeouts)
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return errors.Join(err, srv.Close(cctx))
@@ -124,9 +124,9 @@ type abortable interface {
 // serveHTTP serves h on ln until ctx ends, then stops accepting and lets the
 // requests in flight finish for up to grace; those still running are then
 // aborted (when ab is not nil) and given a few seconds to answer. A server
-// stopped that way is no error.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, ab abortable) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+// stopped that way is no error. Clients slower than t allows are cut off.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, ab abortable, t httpTimeouts) error {
+	hs := t.server(h)
 	if ab != nil {
 		hs.BaseContext = ab.BaseContext
 	}

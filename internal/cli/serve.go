@@ -48,9 +48,11 @@ type serveOptions struct {
 	logFormat string
 	logDebug  bool
 	// limits are what a key may use unless its line in the keys file says
-	// otherwise, caps bound the whole server; see addLimitFlags.
-	limits serve.Limits
-	caps   serve.Caps
+	// otherwise, caps bound the whole server, timeouts how slowly a client
+	// may send; see addLimitFlags.
+	limits   serve.Limits
+	caps     serve.Caps
+	timeouts httpTimeouts
 }
 
 // logFormats are the formats of terp serve's log; the first is the default.
@@ -99,6 +101,8 @@ running at once across keys, --max-upload and --max-request-size the sizes
 of uploads (512MiB) and JSON bodies (8MiB). A client over a limit gets a 429
 with Retry-After, which the OpenAI SDKs wait out and retry (not for tokens
 per day: that waits for midnight UTC), or a 413 for a body over its size.
+--header-timeout, --body-timeout and --idle-timeout cut off clients that send
+too slowly or hold connections idle; nothing cuts off a long answer.
 
 GET /healthz answers 200 while the process serves, and GET /readyz 200 when
 the model server, the store and the sandbox backend work, or 503 naming the
@@ -221,6 +225,9 @@ func readKeysFile(path string, defaults serve.Limits) (map[string]serve.Key, err
 
 func runServe(ctx context.Context, opts *serveOptions) error {
 	f := opts.f
+	if err := checkTimeouts(opts.timeouts); err != nil {
+		return err
+	}
 	keys, err := serveKeys(opts)
 	if err != nil {
 		return err
@@ -308,7 +315,7 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes, %s)",
 		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox, stores.describe(dataDir)))
 	err = serveWithMetrics(ctx, mln, srv.MetricsHandler(), func(ctx context.Context) error {
-		return serveHTTP(ctx, ln, srv.Handler(), opts.grace, srv)
+		return serveHTTP(ctx, ln, srv.Handler(), opts.grace, srv, opts.timeouts)
 	})
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -357,7 +364,7 @@ func serveWithMetrics(ctx context.Context, mln net.Listener, metrics http.Handle
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- serveHTTP(ctx, mln, metrics, 5*time.Second, nil)
+		done <- serveHTTP(ctx, mln, metrics, 5*time.Second, nil, defaultHTTPTimeouts)
 		cancel()
 	}()
 	err := serveAPI(ctx)

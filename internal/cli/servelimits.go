@@ -122,11 +122,12 @@ func (v sizeValue) Set(s string) error {
 func (v sizeValue) String() string { return config.FormatSize(*v.p) }
 func (v sizeValue) Type() string   { return "SIZE" }
 
-// addLimitFlags adds the flags of the limits and the caps to fl, with their
-// defaults in opts.
+// addLimitFlags adds the flags of the limits, the caps and the slow-client
+// timeouts to fl, with their defaults in opts.
 func addLimitFlags(fl *pflag.FlagSet, opts *serveOptions) {
 	opts.limits = serve.Limits{Containers: defaultKeyContainers}
 	opts.caps = serve.Caps{Upload: serve.DefaultMaxUpload, Request: serve.DefaultMaxRequest}
+	opts.timeouts = defaultHTTPTimeouts
 	fl.Var(countValue[int]{&opts.limits.Containers}, "key-containers", "live containers one key may hold (`N` or unlimited); a keys file line's containers=N overrides it")
 	fl.Var(countValue[int]{&opts.limits.RPM}, "key-rpm", "requests per minute one key may send, to any endpoint (`N` or unlimited); rpm=N overrides it")
 	fl.Var(countValue[int64]{&opts.limits.TokensPerDay}, "key-tokens-per-day", "prompt and completion tokens one key may use in a UTC day (`N` or unlimited); tokens_per_day=N overrides it")
@@ -134,4 +135,25 @@ func addLimitFlags(fl *pflag.FlagSet, opts *serveOptions) {
 	fl.Var(countValue[int]{&opts.caps.Runs}, "max-runs", "code-interpreter turns running at once, across keys (`N` or unlimited); one more is refused with a 429")
 	fl.Var(sizeValue{&opts.caps.Upload}, "max-upload", "largest file a client may upload (`SIZE`, such as 512MiB)")
 	fl.Var(sizeValue{&opts.caps.Request}, "max-request-size", "largest JSON request body (`SIZE`, such as 8MiB)")
+	fl.DurationVar(&opts.timeouts.header, "header-timeout", defaultHTTPTimeouts.header, "how long a client may take to send a request's headers")
+	fl.DurationVar(&opts.timeouts.body, "body-timeout", defaultHTTPTimeouts.body, fmt.Sprintf("how long a client may take to send a request body, plus a second for each %s of it", config.FormatSize(minBodyRate)))
+	fl.DurationVar(&opts.timeouts.idle, "idle-timeout", defaultHTTPTimeouts.idle, "how long a kept-alive connection may wait for its next request")
+}
+
+// checkTimeouts refuses a timeout that would leave slow clients unbounded.
+func checkTimeouts(t httpTimeouts) error {
+	for _, d := range []struct {
+		flag  string
+		value any
+		ok    bool
+	}{
+		{"--header-timeout", t.header, t.header > 0},
+		{"--body-timeout", t.body, t.body > 0},
+		{"--idle-timeout", t.idle, t.idle > 0},
+	} {
+		if !d.ok {
+			return usagef("%s is %v: give a duration above 0, such as 30s; a slow client would hold a connection for ever", d.flag, d.value)
+		}
+	}
+	return nil
 }

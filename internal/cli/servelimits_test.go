@@ -73,12 +73,12 @@ func TestServeKeysFile(t *testing.T) {
 	}
 }
 
-// The limit flags take N or unlimited and sizes with units, and refuse
-// what would leave a limit meaningless, saying what to write.
+// The limit flags take N or unlimited, sizes with units and durations,
+// and refuse what would leave a limit meaningless, saying what to write.
 func TestServeLimitFlags(t *testing.T) {
 	parse := func(args ...string) (*serveOptions, error) {
 		var got *serveOptions
-		cmd := newCmdServe(NewFactory(), func(_ context.Context, o *serveOptions) error { got = o; return nil })
+		cmd := newCmdServe(NewFactory(), func(_ context.Context, o *serveOptions) error { got = o; return checkTimeouts(o.timeouts) })
 		cmd.SetArgs(args)
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)
@@ -96,7 +96,8 @@ func TestServeLimitFlags(t *testing.T) {
 		t.Errorf("default caps %+v, want %+v", o.caps, want)
 	}
 	o, err = parse("--key-containers", "unlimited", "--key-rpm", "60", "--key-tokens-per-day", "5000000000",
-		"--max-containers", "100", "--max-runs", "8", "--max-upload", "2GiB", "--max-request-size", "512KiB")
+		"--max-containers", "100", "--max-runs", "8", "--max-upload", "2GiB", "--max-request-size", "512KiB",
+		"--header-timeout", "5s", "--body-timeout", "1m", "--idle-timeout", "30s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +107,9 @@ func TestServeLimitFlags(t *testing.T) {
 	if want := (serve.Caps{Containers: 100, Runs: 8, Upload: 2 << 30, Request: 512 << 10}); o.caps != want {
 		t.Errorf("caps %+v, want %+v", o.caps, want)
 	}
+	if o.timeouts.header.Seconds() != 5 || o.timeouts.body.Seconds() != 60 || o.timeouts.idle.Seconds() != 30 {
+		t.Errorf("timeouts %+v", o.timeouts)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -113,6 +117,7 @@ func TestServeLimitFlags(t *testing.T) {
 		{[]string{"--key-rpm", "0"}, "0 would refuse everything; write unlimited"},
 		{[]string{"--max-runs", "some"}, "want a whole number above 0, or unlimited"},
 		{[]string{"--max-upload", "2 gigs"}, `must be a size such as "512MiB"`},
+		{[]string{"--header-timeout", "0s"}, "--header-timeout is 0s: give a duration above 0"},
 	} {
 		if _, err := parse(tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v; want an error saying %q", tt.args, err, tt.want)
