@@ -42,11 +42,17 @@ func (t httpTimeouts) server(h http.Handler) *http.Server {
 // any broken body. The deadline goes once the body has been read: net/http
 // lifts it when it starts reading the connection in the background, to
 // notice a client that goes away during the answer.
+//
+// The handler gets a copy of the request with the body wrapped: net/http
+// looks at the Body of its own to decide, after an answer that left the
+// body unread, whether to read the rest or close the connection, and a
+// body it does not know it reads, up to the deadline.
 func bodyDeadline(h http.Handler, grace time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
 			b := &deadlineBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: time.Now(), grace: grace}
 			if b.extend() == nil {
+				r = r.WithContext(r.Context())
 				r.Body = b
 			}
 		}

@@ -198,10 +198,11 @@ func asLimit(err error) *limitError {
 func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
 
 // admit lets a request of owner's through to its handler, or answers it:
-// a key over its requests per minute, a body declared over its bound. It
-// bounds the body it lets through: an upload by Caps.Upload, any other by
-// Caps.Request.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) bool {
+// a key over its requests per minute, a body declared over its bound. What
+// it lets through is a copy of r with its body bounded: an upload's by
+// Caps.Upload, any other's by Caps.Request. (net/http's own request keeps
+// its own body, which it looks at after the answer.)
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) (*http.Request, bool) {
 	l := s.lim
 	if rpm := l.limits(owner).RPM; rpm > 0 {
 		l.mu.Lock()
@@ -215,7 +216,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) boo
 		if !ok {
 			rateLimited("requests", wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
 				owner, rpm, wait.Round(time.Millisecond)).answer(w)
-			return false
+			return nil, false
 		}
 	}
 	limit, refusal := l.caps.Request, tooLarge("the request body", l.caps.Request, "--max-request-size")
@@ -224,10 +225,11 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) boo
 	}
 	if r.ContentLength > limit {
 		refusal.answer(w)
-		return false
+		return nil, false
 	}
+	r = r.WithContext(r.Context())
 	r.Body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), err: refusal}
-	return true
+	return r, true
 }
 
 // isUpload says whether r uploads a file: multipart to one of the routes

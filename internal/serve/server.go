@@ -165,7 +165,7 @@ func (s *Server) Handler() http.Handler {
 		if r.Header.Get(ForwardedHeader) != "" {
 			rctx = context.WithValue(rctx, forwardedKey{}, true)
 		}
-		if s.admit(w, r, owner) {
+		if r, ok := s.admit(w, r, owner); ok {
 			s.mux.ServeHTTP(w, r.WithContext(rctx))
 		}
 	}))
