@@ -41,6 +41,7 @@ type gateway struct {
 	keysFile   string
 	alice, bob string // the keys
 	model      *llmtest.Server
+	args       []string // the flags besides --listen and --keys-file
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -66,12 +67,12 @@ func (l *serveLog) String() string {
 	return l.b.String()
 }
 
-// startServe starts terp serve on a new home in front of model; it is
-// stopped when the test ends.
-func startServe(t *testing.T, model *llmtest.Server) *gateway {
+// startServe starts terp serve on a new home in front of model, with args
+// besides its keys; it is stopped when the test ends.
+func startServe(t *testing.T, model *llmtest.Server, args ...string) *gateway {
 	t.Helper()
 	home := terptest.TempDir(t)
-	g := &gateway{home: home, data: filepath.Join(home, "data", "terp"), model: model,
+	g := &gateway{home: home, data: filepath.Join(home, "data", "terp"), model: model, args: args,
 		keysFile: filepath.Join(t.TempDir(), "keys"),
 		alice:    "sk-alice-" + randomHex() + randomHex(), bob: "sk-bob-" + randomHex() + randomHex()}
 	keys := "# the test's keys\nalice " + g.alice + "\nbob " + g.bob + "\n"
@@ -87,7 +88,7 @@ func startServe(t *testing.T, model *llmtest.Server) *gateway {
 // serves.
 func (g *gateway) start(t *testing.T) {
 	t.Helper()
-	g.cmd = exec.Command(terptest.Binary(t), "serve", "--listen", "127.0.0.1:0", "--keys-file", g.keysFile)
+	g.cmd = exec.Command(terptest.Binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--keys-file", g.keysFile}, g.args...)...)
 	g.cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + g.home,
