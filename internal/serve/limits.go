@@ -22,11 +22,12 @@ import (
 // Limits bound what one key may use, so that one client cannot take the
 // machine or the model server from the others. Zero means no limit.
 type Limits struct {
-	// Containers bounds the key's live containers: each holds a sandbox.
+	// Containers bounds the key's containers, open or paused, until they
+	// are deleted or expire: each holds a sandbox, or may again.
 	Containers int
 	// RPM bounds the key's requests per minute, to any endpoint. It is a
 	// token bucket: a key may send RPM requests at once, then one each
-	// 60/RPM seconds.
+	// 60/RPM seconds. Each replica keeps its own buckets.
 	RPM int
 	// TokensPerDay bounds the prompt and completion tokens the key's
 	// code-interpreter turns (and the chat completions passed through that
@@ -44,14 +45,14 @@ type Key struct {
 
 // Caps bound the whole server, whatever the key.
 type Caps struct {
-	// Containers bounds the live containers of all keys together; 0: no
-	// bound.
+	// Containers bounds the containers of all keys together, open or
+	// paused; 0: no bound.
 	Containers int
-	// Runs bounds the turns running at once (responses, and chat
-	// completions that run the code interpreter); 0: no bound. A turn over
-	// it is refused at once, not queued: a queue would hold the client's
-	// connection for as long as the others run, and the SDKs retry a 429
-	// after its Retry-After by themselves.
+	// Runs bounds the turns running at once in this process (responses,
+	// and chat completions that run the code interpreter); 0: no bound. A
+	// turn over it is refused at once, not queued: a queue would hold the
+	// client's connection for as long as the others run, and the SDKs
+	// retry a 429 after its Retry-After by themselves.
 	Runs int
 	// Upload bounds one uploaded file; 0: DefaultMaxUpload.
 	Upload int64
@@ -73,7 +74,7 @@ const uploadSlack = 1 << 20
 // other work ends (runs, containers), which terp cannot foresee.
 const busyRetry = 5 * time.Second
 
-// utcDay is the day t falls on in UTC, as Usage names days.
+// utcDay is the day t falls on in UTC, as the state's usage names days.
 func utcDay(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 // untilMidnight is how long from t until the next UTC day begins.
@@ -171,7 +172,8 @@ func (e *limitError) answer(w http.ResponseWriter) {
 	if e.retry > 0 {
 		secs := int64(math.Ceil(e.retry.Seconds()))
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		w.Header().Set("Retry-After-Ms", strconv.FormatInt(e.retry.Milliseconds()+1, 10))
+		ms := (e.retry + time.Millisecond - 1) / time.Millisecond
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64(ms), 10))
 	}
 	if e.final {
 		w.Header().Set("X-Should-Retry", "false")

@@ -247,6 +247,41 @@ func TestLimitTokensChat(t *testing.T) {
 	}
 }
 
+// Replicas that share a state share a key's tokens of the day and its
+// containers: what the key used or made on one is held against it on the
+// other.
+func TestLimitsAcrossReplicas(t *testing.T) {
+	shared, err := state.OpenDir(terptest.TempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shared.Close() })
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Reply{Content: "done", PromptTokens: 80, CompletionTokens: 40}))
+	replica := func() *testServer {
+		return newLimitServer(t, s, func(c *Config) {
+			limit(c, "alice", Limits{TokensPerDay: 100, Containers: 1})
+			c.State = shared
+		})
+	}
+	a, b := replica(), replica()
+	ca, cb := a.client(aliceKey), b.client(aliceKey)
+	if _, err := ca.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
+		Tools: []responses.ToolUnionParam{codeInterpreter()}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cb.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
+		Tools: []responses.ToolUnionParam{codeInterpreter()}})
+	if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "tokens" {
+		t.Errorf("on the other replica, after the day's tokens: %+v; want a 429 of type tokens", got)
+	}
+	_, err = cb.Containers.New(ctx(t), openai.ContainerNewParams{Name: "second"})
+	if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "containers" {
+		t.Errorf("on the other replica, a container past the key's one: %+v; want a 429 of type containers", got)
+	}
+}
+
 // A key holds at most its containers, the server at most its caps, even
 // when they are asked for all at once; a place comes back when a container
 // is deleted. Over either, a client is told which limit, with a 429.
