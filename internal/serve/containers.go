@@ -294,8 +294,6 @@ func memoryName(n int64) string {
 type paramError struct {
 	param, message string
 	err            error
-	// status is 400 unless set.
-	status int
 }
 
 func badParam(param, message string) *paramError { return &paramError{param: param, message: message} }
@@ -303,10 +301,6 @@ func badParam(param, message string) *paramError { return &paramError{param: par
 func (e *paramError) answer(w http.ResponseWriter) {
 	if e.err != nil {
 		conversationError(w, e.err)
-		return
-	}
-	if e.status != 0 {
-		writeError(w, e.status, "invalid_request_error", "", e.message, e.param)
 		return
 	}
 	badRequest(w, e.param, "%s", e.message)
