@@ -42,6 +42,11 @@ type container struct {
 	// savedActive is rec.LastActive as last saved: a use is saved only
 	// once a minute, for expiry counts in minutes.
 	savedActive time.Time
+	// saveMu orders the record's saves against its removal: removed is
+	// set once the container is deleted or expired, so that a request
+	// still finishing in it does not save its record back.
+	saveMu  sync.Mutex
+	removed bool
 }
 
 // networkPolicy is a container's egress, as the API writes it.
@@ -96,6 +101,11 @@ func (s *Server) change(ctx context.Context, c *container, fn func(*state.Contai
 // saveContainer writes c's record. A failure is logged, not returned: the
 // container works on, and the next change saves it all.
 func (s *Server) saveContainer(ctx context.Context, c *container) {
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
+	if c.removed {
+		return
+	}
 	rec := c.record()
 	if err := s.state.SaveContainer(context.WithoutCancel(ctx), rec); err != nil {
 		s.cfg.Log.Warn("saving container", "container", c.ID, "error", err)
@@ -475,6 +485,9 @@ func (s *Server) removeContainer(ctx context.Context, rec state.Container) error
 	s.mu.Unlock()
 	kept := true
 	if c != nil {
+		c.saveMu.Lock()
+		c.removed = true
+		c.saveMu.Unlock()
 		for _, w := range c.conv.Close(ctx) {
 			s.cfg.Log.WarnContext(ctx, "closing container", "container", c.ID, "warning", w)
 		}

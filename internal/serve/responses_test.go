@@ -560,3 +560,32 @@ func TestContainerCap(t *testing.T) {
 		t.Errorf("another key is held to alice's cap: %v", err)
 	}
 }
+
+// A response still finishing in a container that was deleted meanwhile
+// does not save the container's record back: the container stays gone.
+func TestDeletedContainerStaysGone(t *testing.T) {
+	ts := newTestServer(t, llmtest.New(t))
+	client := ts.client(aliceKey)
+	made, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "short-lived"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ts.srv.container(ctx(t), "alice", made.ID)
+	if err != nil || c == nil {
+		t.Fatalf("container: %v", err)
+	}
+	done := ts.srv.use(ctx(t), c) // a response running in it
+	if err := client.Containers.Delete(ctx(t), made.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.savedActive = time.Time{} // its end would save the record
+	c.mu.Unlock()
+	done()
+	if _, err := ts.srv.state.Container(ctx(t), "alice", made.ID); err == nil {
+		t.Fatal("the deleted container's record was saved back by the response that ended in it")
+	}
+	if _, err := client.Containers.Get(ctx(t), made.ID); err == nil {
+		t.Error("the deleted container is served again")
+	}
+}
