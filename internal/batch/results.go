@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/terpdev/terp/internal/fsext"
 )
 
 // ResultsFile is the --out file: one Result per line. Lines are appended as
@@ -48,23 +49,9 @@ func (w *ResultsFile) Finish(results []Result) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.f.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(w.path), "."+filepath.Base(w.path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
 	sorted := append([]Result(nil), results...)
 	Sort(sorted)
-	err = WriteLines(tmp, sorted)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), w.path)
-	}
+	err := fsext.WriteFile(w.path, 0o644, func(out io.Writer) error { return WriteLines(out, sorted) })
 	if err != nil {
 		return fmt.Errorf("write %s: %w", w.path, err)
 	}

@@ -3,10 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/terpdev/terp/internal/fsext"
 )
 
 const templateHead = `# terp configuration file.
@@ -95,21 +98,10 @@ func InitFile(path string, force bool) error {
 	}
 	// Overwrite through a temporary file and a rename, so an interrupted init never
 	// leaves a half-written config behind.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.toml")
-	if err != nil {
-		return &Error{Source: src, Problem: "cannot write config file: " + rootCause(err), Err: err}
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone after a successful rename
-	_, err = tmp.WriteString(Template())
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
+	err := fsext.WriteFile(path, 0o600, func(w io.Writer) error {
+		_, err := io.WriteString(w, Template())
+		return err
+	})
 	if err != nil {
 		return &Error{Source: src, Problem: "cannot write config file: " + rootCause(err), Err: err}
 	}

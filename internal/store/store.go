@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/terpdev/terp/internal/fsext"
 	"github.com/terpdev/terp/internal/llm"
 )
 
@@ -198,29 +199,18 @@ func (s *Dir) path(id string) string { return filepath.Join(s.dir, id) }
 // InputsDir is where copies of a conversation's uploads are kept.
 func (s *Dir) InputsDir(id string) string { return filepath.Join(s.path(id), "inputs") }
 
-// PutInput copies r to the inputs directory. The copy is written beside
-// its place, synced and renamed over it, so a copy that fails (a full disk)
-// leaves an earlier upload of the same name whole.
+// PutInput copies r to the inputs directory, atomically, so a copy that
+// fails (a full disk) leaves an earlier upload of the same name whole.
 func (s *Dir) PutInput(id, name string, r io.Reader) (int64, error) {
 	dir := s.InputsDir(id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, err
 	}
-	out, err := os.CreateTemp(dir, ".upload-*")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(out.Name()) // fails harmlessly after the rename
-	n, err := io.Copy(out, r)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(out.Name(), filepath.Join(dir, name))
-	}
+	var n int64
+	err := fsext.WriteFile(filepath.Join(dir, name), 0o600, func(w io.Writer) (err error) {
+		n, err = io.Copy(w, r)
+		return err
+	})
 	return n, err
 }
 
@@ -260,38 +250,14 @@ func (s *Dir) Save(c *Conversation) error {
 	if err != nil {
 		return fmt.Errorf("save conversation %s: %w", c.ID, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".conversation-*.json")
-	if err != nil {
-		return fmt.Errorf("save conversation %s: %w", c.ID, err)
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, "conversation.json"))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
+	err = fsext.WriteFile(filepath.Join(dir, "conversation.json"), 0o600, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("save conversation %s: %w", c.ID, err)
 	}
 	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // DamagedError is returned for a conversation whose record cannot be read.

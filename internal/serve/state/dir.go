@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/terpdev/terp/internal/fsext"
 )
 
 // Dir keeps the state in a directory, for one server on one machine:
@@ -399,20 +401,8 @@ func (d *Dir) Usage(_ context.Context, owner, day string) (int64, error) {
 // writeAtomic writes b to path through a synced temporary file renamed
 // over it.
 func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
+	return fsext.WriteFile(path, 0o600, func(w io.Writer) error {
+		_, err := w.Write(b)
 		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	return err
+	})
 }
