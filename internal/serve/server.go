@@ -9,6 +9,10 @@
 // A container is one terp conversation: its sandbox holds the files, its
 // history the code and outputs. Every object (file, container, response)
 // belongs to the key that made it; another key is told it does not exist.
+// Files, container records, stored responses and token usage are kept in a
+// state.State (terp's data directory, or PostgreSQL shared by replicas), so
+// a restarted server, or another replica, goes on with them; a container is
+// open in one process at a time (see forward.go).
 package serve
 
 import (
