@@ -117,11 +117,23 @@ returned in the answer's header); --log-format json writes JSON lines. Keys,
 prompts, code and outputs are never logged, except with --log-debug, which
 logs them all: for debugging only.
 
-See docs/serve.md for every endpoint and metric.`,
+Containers, files and stored responses outlive the server: they are kept in
+terp's data directory, or with --store postgres://... in a PostgreSQL
+database that several replicas share behind a load balancer. On SIGTERM,
+running requests get --grace to finish, then are stopped with a 503 saying
+so; every container is paused, and a restart goes on with all of them.
+Replicas forward a container's requests to the one it is open in (at the
+address it listens on, or --advertise URL), so its Python keeps its
+variables; give them remote sandboxes (--sandbox cpuos or docker) for any
+replica to take a container over when another dies.
+
+See docs/serve.md for every endpoint and metric, docs/production.md for
+running replicas.`,
 		Example: `  TERP_SERVE_KEY=$(openssl rand -hex 16) terp serve --base-url http://localhost:8000/v1 --model qwen3-32b
   terp serve --listen 0.0.0.0:8080 --keys-file /etc/terp/keys
   terp serve --no-auth   # 127.0.0.1:8080, for one user on this machine
-  terp serve --keys-file /etc/terp/keys --metrics-listen 127.0.0.1:9090 --log-format json`,
+  terp serve --keys-file /etc/terp/keys --metrics-listen 127.0.0.1:9090 --log-format json
+  terp serve --listen 10.0.0.5:8080 --keys-file /etc/terp/keys --store postgres://terp:PW@db/terp --sandbox cpuos`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.flags = cmd.Flags()
