@@ -71,7 +71,7 @@ func churn(parent context.Context, b *Backend, i int) error {
 	streams.Go(func() { _, _ = io.Copy(io.Discard, p.Stderr()) })
 	defer func() {
 		go func() {
-			for range lines { //nolint:revive // drain what nobody reads now
+			for range lines { // drain what nobody reads now
 			}
 		}()
 	}()
