@@ -17,7 +17,7 @@ import (
 const ToolName = "run_python"
 
 // toolDescriptions tell the model how its code runs, per execution mode.
-// The %s is the sentence about the network (see networkSentence).
+// The %s is the sentence about the network (see NetworkSentence).
 var toolDescriptions = map[kernel.Mode]string{
 	kernel.ModeScript: "Run a Python 3 script in an isolated sandbox. Files are in /work, " +
 		"which is the working directory. Each call runs as a new process: variables do not " +
@@ -38,13 +38,14 @@ var toolParameters = json.RawMessage(`{"type":"object","properties":{"code":{"ty
 	`"description":"The complete Python source to run."}},"required":["code"]}`)
 
 func tools(mode kernel.Mode, network sandbox.Network) []llm.Tool {
-	desc := fmt.Sprintf(toolDescriptions[mode], networkSentence(network))
+	desc := fmt.Sprintf(toolDescriptions[mode], NetworkSentence(network))
 	return []llm.Tool{{Name: ToolName, Description: desc, Parameters: toolParameters}}
 }
 
-// networkSentence tells the model what its code may reach, so that it neither
-// tries downloads that cannot work nor gives up on ones that can.
-func networkSentence(n sandbox.Network) string {
+// NetworkSentence tells the model what its code may reach, so that it
+// neither tries downloads that cannot work nor gives up on ones that can; an
+// MCP server's instructions say the same.
+func NetworkSentence(n sandbox.Network) string {
 	switch n.Mode {
 	case sandbox.NetworkFull:
 		return "The network is available."
@@ -223,6 +224,9 @@ type CodeRun struct {
 	// Files are all the files the run created or changed in /work, in the
 	// order they were listed.
 	Files []sandbox.FileInfo
+	// Shown are the paths of Files a list should name (all but when there
+	// are very many, as in a step's tool result).
+	Shown []string
 	// FilesNote says, as a step's tool result would, that Files are more
 	// than a list should name, or that /work was too full to list whole.
 	FilesNote string
@@ -245,7 +249,7 @@ func (a *Agent) Exec(ctx context.Context, code string, onOutput func(kernel.Outp
 		ex.res.FilesNote = strings.TrimSpace(ex.res.FilesNote + " " + a.listProblem)
 		a.listProblem = ""
 	}
-	return CodeRun{Result: ex.run, Files: ex.saved, FilesNote: ex.res.FilesNote, Content: mustJSON(ex.res)}, nil
+	return CodeRun{Result: ex.run, Files: ex.saved, Shown: ex.res.Files, FilesNote: ex.res.FilesNote, Content: mustJSON(ex.res)}, nil
 }
 
 // stoppedRun is the outcome of a run that the turn's end cut short: the
