@@ -199,7 +199,7 @@ func (a authorized) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Over Streamable HTTP, a client does all it does over stdio, and two
-// client sessions get two sandboxes.
+// client sessions get two sandboxes; so does an SSE session.
 func TestMCPOverHTTP(t *testing.T) {
 	const token = "mcp-test-0123456789abcdef"
 	p := startProcess(t, homeEnv(t, map[string]string{"TERP_MCP_TOKEN": token}), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0")
@@ -227,7 +227,18 @@ func TestMCPOverHTTP(t *testing.T) {
 	if got := textOf(runCode(t, one, "print(secret)")); !strings.Contains(got, "one") {
 		t.Errorf("the first session lost its variable: %q", got)
 	}
-	for _, cs := range []*mcp.ClientSession{one, two} {
+	// The legacy SSE transport, as vLLM's tool server client speaks it,
+	// is a session, and a sandbox, of its own too.
+	sse, err := mcpClient().Connect(mcpCtx(t), &mcp.SSEClientTransport{
+		Endpoint: strings.TrimSuffix(p.base, "/mcp") + "/sse", HTTPClient: &http.Client{Transport: authorized{token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect to /sse: %v\n%s", err, p.log)
+	}
+	runCode(t, sse, "y = 6 * 7")
+	if got := textOf(runCode(t, sse, "print(y, 'secret' in globals())")); !strings.Contains(got, "42 False") {
+		t.Errorf("over SSE: %q, want the variable kept and the other sessions' unseen", got)
+	}
+	for _, cs := range []*mcp.ClientSession{one, two, sse} {
 		if err := cs.Close(); err != nil {
 			t.Error(err)
 		}
