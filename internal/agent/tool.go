@@ -17,7 +17,7 @@ import (
 const ToolName = "run_python"
 
 // toolDescriptions tell the model how its code runs, per execution mode.
-// The %s is the sentence about the network (see networkSentence).
+// The %s is the sentence about the network (see NetworkSentence).
 var toolDescriptions = map[kernel.Mode]string{
 	kernel.ModeScript: "Run a Python 3 script in an isolated sandbox. Files are in /work, " +
 		"which is the working directory. Each call runs as a new process: variables do not " +
@@ -38,13 +38,14 @@ var toolParameters = json.RawMessage(`{"type":"object","properties":{"code":{"ty
 	`"description":"The complete Python source to run."}},"required":["code"]}`)
 
 func tools(mode kernel.Mode, network sandbox.Network) []llm.Tool {
-	desc := fmt.Sprintf(toolDescriptions[mode], networkSentence(network))
+	desc := fmt.Sprintf(toolDescriptions[mode], NetworkSentence(network))
 	return []llm.Tool{{Name: ToolName, Description: desc, Parameters: toolParameters}}
 }
 
-// networkSentence tells the model what its code may reach, so that it neither
-// tries downloads that cannot work nor gives up on ones that can.
-func networkSentence(n sandbox.Network) string {
+// NetworkSentence tells the model what its code may reach, so that it
+// neither tries downloads that cannot work nor gives up on ones that can; an
+// MCP server's instructions say the same.
+func NetworkSentence(n sandbox.Network) string {
 	switch n.Mode {
 	case sandbox.NetworkFull:
 		return "The network is available."
@@ -142,27 +143,16 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 		return callOutcome{content: mustJSON(toolError{Error: problem})}, nil
 	}
 
-	live := kernel.WithOutput(ctx, func(o kernel.Output) {
+	ex, err := a.execute(ctx, code, func(o kernel.Output) {
 		send(OutputDelta{Step: step, ID: call.ID, Stream: o.Stream, Text: o.Text})
 	})
-	run, err := a.runner.Run(live, code, a.cfg.Timeout)
 	if err != nil {
-		if ctx.Err() != nil {
-			return stoppedRun(ctx, step, call, run, send), fmt.Errorf("run the code: %w", err)
+		if ex.stopped && ctx.Err() != nil {
+			return stoppedRun(ctx, step, call, ex.run, send), err
 		}
-		return callOutcome{}, fmt.Errorf("run the code: %w", err)
-	}
-	var saved []sandbox.FileInfo
-	if err := a.snapshot(ctx, &saved); err != nil {
 		return callOutcome{}, err
 	}
-	res := toolResult{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, TimedOut: run.TimedOut, Note: run.Notice}
-	// The model and the user see the same short list; all the files are
-	// in callOutcome.saved, for Result.Files and the downloads.
-	res.Files = shown(saved)
-	if len(res.Files) < len(saved) {
-		res.FilesSaved, res.FilesNote = len(saved), filesNote(len(saved), len(res.Files))
-	}
+	run, saved, res := ex.run, ex.saved, ex.res
 	send(ToolOutput{
 		Step: step, ID: call.ID, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		TimedOut: res.TimedOut, Notice: res.Note, Files: res.Files, Duration: run.Duration,
@@ -186,6 +176,80 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 			commas(len(saved)), commas(len(res.Files))))
 	}
 	return callOutcome{content: mustJSON(res), saved: saved}, nil
+}
+
+// execution is one run of code and what it left in /work, as both a
+// model's step and a run without the model (Exec) see it.
+type execution struct {
+	run   kernel.Result
+	saved []sandbox.FileInfo
+	res   toolResult
+	// stopped is set when the runner failed or ctx ended while the code
+	// ran: run holds what it printed until then.
+	stopped bool
+}
+
+// execute runs code through the agent's runner with its timeout, passing
+// output to onOutput as it is printed, and builds the result the model
+// would read: the output as the runner bounds it, and the files the run
+// created or changed, of which as many are named as a tool result shows.
+func (a *Agent) execute(ctx context.Context, code string, onOutput func(kernel.Output)) (execution, error) {
+	live := ctx
+	if onOutput != nil {
+		live = kernel.WithOutput(ctx, onOutput)
+	}
+	run, err := a.runner.Run(live, code, a.cfg.Timeout)
+	if err != nil {
+		return execution{run: run, stopped: true}, fmt.Errorf("run the code: %w", err)
+	}
+	var saved []sandbox.FileInfo
+	if err := a.snapshot(ctx, &saved); err != nil {
+		return execution{run: run}, err
+	}
+	res := toolResult{ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr, TimedOut: run.TimedOut, Note: run.Notice}
+	// The model and the user see the same short list; all the files are
+	// in saved, for Result.Files and the downloads.
+	res.Files = shown(saved)
+	if len(res.Files) < len(saved) {
+		res.FilesSaved, res.FilesNote = len(saved), filesNote(len(saved), len(res.Files))
+	}
+	return execution{run: run, saved: saved, res: res}, nil
+}
+
+// CodeRun is the outcome of code run without the model (Exec).
+type CodeRun struct {
+	// Result is the run's exit status and output, cut to the runner's
+	// bounds as a model's step is.
+	kernel.Result
+	// Files are all the files the run created or changed in /work, in the
+	// order they were listed.
+	Files []sandbox.FileInfo
+	// Shown are the paths of Files a list should name (all but when there
+	// are very many, as in a step's tool result).
+	Shown []string
+	// FilesNote says, as a step's tool result would, that Files are more
+	// than a list should name, or that /work was too full to list whole.
+	FilesNote string
+	// Content is the tool result a model would have read for the run.
+	Content string
+}
+
+// Exec runs code in the conversation's sandbox as a model's run_python
+// call would run (same runner, timeout, output bounds and files seen), for
+// a client that runs code itself, such as an MCP client. It is not added
+// to the history: the model never asked for it. A failure of the code is in
+// CodeRun; the error is for the sandbox failing or ctx ending, and then
+// CodeRun still holds what the code printed.
+func (a *Agent) Exec(ctx context.Context, code string, onOutput func(kernel.Output)) (CodeRun, error) {
+	ex, err := a.execute(ctx, code, onOutput)
+	if err != nil {
+		return CodeRun{Result: ex.run}, err
+	}
+	if a.listProblem != "" {
+		ex.res.FilesNote = strings.TrimSpace(ex.res.FilesNote + " " + a.listProblem)
+		a.listProblem = ""
+	}
+	return CodeRun{Result: ex.run, Files: ex.saved, Shown: ex.res.Files, FilesNote: ex.res.FilesNote, Content: mustJSON(ex.res)}, nil
 }
 
 // stoppedRun is the outcome of a run that the turn's end cut short: the

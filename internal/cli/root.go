@@ -66,7 +66,7 @@ stays on infrastructure you control.`,
 		return usagef("%v; run '%s --help' for usage", err, cmd.CommandPath())
 	})
 	root.PersistentFlags().StringVar(&f.ConfigPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/terp/config.toml)")
-	root.AddCommand(newCmdAsk(f, nil), newCmdChat(f), newCmdSessions(f), newCmdConfig(f), newCmdDoctor(f), newCmdBatch(f, nil), newCmdVersion(f), newCmdSandbox(f), newCmdServe(f, nil))
+	root.AddCommand(newCmdAsk(f, nil), newCmdChat(f), newCmdSessions(f), newCmdConfig(f), newCmdDoctor(f), newCmdBatch(f, nil), newCmdVersion(f), newCmdSandbox(f), newCmdServe(f, nil), newCmdMCP(f, nil))
 	argsAreUsage(root)
 	return root
 }

@@ -315,9 +315,15 @@ func (r recordingRunner) Run(ctx context.Context, code string, timeout time.Dura
 	return r.Runner.Run(ctx, code, timeout)
 }
 
-// newAgent makes the conversation's agent, which saves after every step.
+// newAgent makes the conversation's agent, which saves after every step. A
+// service without a model (an MCP server, whose client writes the code)
+// makes agents that only run code (Conversation.Run).
 func (c *Conversation) newAgent() *agent.Agent {
-	return agent.New(c.svc.newModel(c.cfg), c.sbx, c.runner, withModelSettings(c.cfg, agent.Config{
+	var model agent.Completer
+	if c.svc.newModel != nil {
+		model = c.svc.newModel(c.cfg)
+	}
+	return agent.New(model, c.sbx, c.runner, withModelSettings(c.cfg, agent.Config{
 		Model:      c.cfg.Model,
 		MaxSteps:   c.cfg.MaxSteps,
 		Timeout:    c.cfg.Timeout,

@@ -44,6 +44,8 @@ type Service struct {
 // Deps are what a Service is built from. NewBackend is called once per
 // conversation opened with that conversation's configuration; a front-end
 // that runs many (batch, a server) returns one shared backend from it.
+// NewModel may be nil for a front-end whose client writes the code itself
+// (Conversation.Run) and never asks a question.
 type Deps struct {
 	Store      store.Store
 	NewBackend func(*config.Config) (sandbox.Backend, error)

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
+	terpmcp "github.com/terpdev/terp/internal/mcp"
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// mcpOptions holds everything `terp mcp` needs, parsed from its flags.
+type mcpOptions struct {
+	f     *Factory
+	flags *pflag.FlagSet
+	// http is the address of the Streamable HTTP (and SSE) listener; ""
+	// serves stdio.
+	http string
+	// grace is how long a stopping HTTP server lets calls finish.
+	grace time.Duration
+}
+
+// mcpConfigFlags are the run flags that make sense without a model.
+var mcpConfigFlags = []string{
+	"sandbox", "exec-mode", "prewarm", "timeout", "sandbox-timeout", "max-stdout", "max-stderr",
+	"memory-limit", "process-limit", "file-size-limit", "max-download-size",
+	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow",
+}
+
+// mcpTokenEnv holds the bearer token HTTP clients must send.
+const mcpTokenEnv = "TERP_MCP_TOKEN"
+
+func newCmdMCP(f *Factory, runF func(context.Context, *mcpOptions) error) *cobra.Command {
+	opts := &mcpOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "mcp [--http ADDR]",
+		Short: "Serve terp's sandboxes to MCP clients: stateful Python with charts and files",
+		Long: `Mcp is a Model Context Protocol server: an MCP client (a desktop assistant, an
+editor, an agent framework) gets terp's sandbox with a persistent Python kernel.
+Its tools are python (also named run_python: one tool), upload_file,
+list_files, download_file and reset; files the code saves come back as images
+(charts) or resource links, readable as terp://work/PATH resources.
+
+Each client session has its own sandbox, never shared: over stdio (the
+default, for a client that starts terp mcp itself) the process's one session;
+over HTTP each MCP session. A sandbox idle for idle_pause is paused (files
+kept, variables lost) and woken by the next call; it is closed with its
+session. No model is involved: the client writes the code.
+
+--http ADDR serves Streamable HTTP (at any path, such as /mcp) and the legacy
+SSE transport at /sse. Clients send "Authorization: Bearer $TERP_MCP_TOKEN";
+without TERP_MCP_TOKEN only a loopback address is served, to anyone on this
+machine.
+
+See docs/mcp.md for the tools' schemas and client configuration.`,
+		Example: `  terp mcp                                  # stdio, as an MCP client starts it
+  terp mcp --http 127.0.0.1:8765            # http://127.0.0.1:8765/mcp, and /sse
+  TERP_MCP_TOKEN=$(openssl rand -hex 16) terp mcp --http 0.0.0.0:8765`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.flags = cmd.Flags()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runMCP(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.http, "http", "", "serve Streamable HTTP and SSE on `ADDR` instead of stdio")
+	fl.DurationVar(&opts.grace, "grace", 10*time.Second, "on SIGTERM, how long running calls may finish (--http)")
+	addConfigFlags(cmd, mcpConfigFlags...)
+	return cmd
+}
+
+func runMCP(ctx context.Context, opts *mcpOptions) error {
+	f := opts.f
+	token := strings.TrimSpace(f.Getenv(mcpTokenEnv))
+	if opts.http != "" && token == "" {
+		if err := checkListen(opts.http, false); err != nil {
+			return usagef("--http %s is not a loopback address: set %s to the token clients must send", opts.http, mcpTokenEnv)
+		}
+	}
+	cfg, err := f.Config(onlyFlags(opts.flags, mcpConfigFlags))
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	// One backend serves every session's sandbox.
+	backend, err := f.NewBackend(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := f.Store()
+	if err != nil {
+		return err
+	}
+	svc := conversation.New(conversation.Deps{
+		Store:      st,
+		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
+	})
+	srv := terpmcp.New(terpmcp.Config{Conversations: svc, Settings: cfg, Version: versionString(), Log: log})
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		srv.Close(cctx)
+	}()
+	if opts.http == "" {
+		err := srv.Run(ctx, &mcp.StdioTransport{})
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", opts.http)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.http, err)
+	}
+	defer func() { _ = ln.Close() }()
+	fmt.Fprintf(f.IO.ErrOut, "terp: serving MCP on http://%s/mcp (Streamable HTTP) and http://%s/sse (SSE), %s sandboxes\n",
+		ln.Addr(), ln.Addr(), cfg.Sandbox)
+	return serveHTTP(ctx, ln, bearer(token, srv.Handler()), opts.grace, nil, defaultHTTPTimeouts)
+}
+
+// bearer requires "Authorization: Bearer token" of every request, unless
+// token is "" (a loopback address, checked before).
+func bearer(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="terp mcp"`)
+			http.Error(w, "send Authorization: Bearer with the server's "+mcpTokenEnv, http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"image/png"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/terpdev/terp/internal/terptest"
+)
+
+// These tests are an MCP client, the Go SDK's, against the terp binary on
+// the real local sandbox: what a desktop assistant or an editor would do.
+
+func mcpClient() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "terp-test", Version: "1"}, nil)
+}
+
+func mcpCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// call calls tool with args and returns its result, failing on a protocol
+// error.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v", tool, args, err)
+	}
+	return res
+}
+
+// textOf is the result's text content, joined.
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// runCode runs code with the python tool and returns its result, failing
+// on a tool error.
+func runCode(t *testing.T, cs *mcp.ClientSession, code string) *mcp.CallToolResult {
+	t.Helper()
+	res := call(t, cs, "python", map[string]any{"code": code})
+	if res.IsError {
+		t.Fatalf("python %q is a tool error: %s", code, textOf(res))
+	}
+	return res
+}
+
+// exerciseSandbox is what every transport must do for a client.
+func exerciseSandbox(t *testing.T, cs *mcp.ClientSession) {
+	tools, err := cs.ListTools(mcpCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	for _, want := range []string{"python", "run_python", "upload_file", "list_files", "download_file", "reset"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("tools = %v, want %s among them", names, want)
+		}
+	}
+	if ins := cs.InitializeResult().Instructions; !strings.Contains(ins, "/work") || !strings.Contains(ins, "no network") {
+		t.Errorf("instructions = %q, want /work and the network described", ins)
+	}
+
+	// The kernel persists between calls, under either name.
+	runCode(t, cs, "x = 41")
+	res := call(t, cs, "run_python", map[string]any{"code": "print(x + 1)"})
+	if got := textOf(res); !strings.Contains(got, "42") || !strings.Contains(got, "[exit status 0]") {
+		t.Errorf("the second call read %q, want 42 and exit status 0", got)
+	}
+
+	// A run error is a normal result; an invalid call is a tool error.
+	res = call(t, cs, "python", map[string]any{"code": "1/0"})
+	if res.IsError || !strings.Contains(textOf(res), "ZeroDivisionError") {
+		t.Errorf("an exception: IsError %v, %q; want a normal result naming it", res.IsError, textOf(res))
+	}
+	res = call(t, cs, "python", map[string]any{})
+	if !res.IsError || !strings.Contains(textOf(res), "code") {
+		t.Errorf("a call without code: IsError %v, %q; want a tool error", res.IsError, textOf(res))
+	}
+
+	// A chart comes back as an image; another file as a link.
+	res = runCode(t, cs, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"+
+		"plt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 2, 3])\nplt.savefig('/work/chart.png')\n"+
+		"open('/work/notes.txt', 'w').write('hello')")
+	var img *mcp.ImageContent
+	var link *mcp.ResourceLink
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.ImageContent:
+			img = c
+		case *mcp.ResourceLink:
+			link = c
+		}
+	}
+	if img == nil || img.MIMEType != "image/png" {
+		t.Fatalf("the chart's result has no PNG image: %+v", res.Content)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(img.Data))
+	if err != nil || cfg.Width != 400 || cfg.Height != 300 {
+		t.Errorf("the image is %dx%d (%v), want the 400x300 chart", cfg.Width, cfg.Height, err)
+	}
+	if link == nil || link.URI != "terp://work/notes.txt" {
+		t.Fatalf("the text file's result has no link: %+v", res.Content)
+	}
+	read, err := cs.ReadResource(mcpCtx(t), &mcp.ReadResourceParams{URI: link.URI})
+	if err != nil || len(read.Contents) != 1 || read.Contents[0].Text != "hello" {
+		t.Errorf("resources/read %s = %+v, %v; want hello", link.URI, read, err)
+	}
+
+	// Upload, then download, the same bytes.
+	blob := []byte{0, 1, 2, 0xff, 'x'}
+	res = call(t, cs, "upload_file", map[string]any{"name": "in.bin", "base64": base64.StdEncoding.EncodeToString(blob)})
+	if res.IsError {
+		t.Fatalf("upload_file: %s", textOf(res))
+	}
+	res = call(t, cs, "upload_file", map[string]any{"name": "in.csv", "text": "a,b\n1,2\n"})
+	if res.IsError {
+		t.Fatalf("upload_file: %s", textOf(res))
+	}
+	res = call(t, cs, "download_file", map[string]any{"path": "/work/in.bin"})
+	if er, ok := res.Content[0].(*mcp.EmbeddedResource); res.IsError || !ok || !bytes.Equal(er.Resource.Blob, blob) {
+		t.Errorf("download_file in.bin = %+v, want the uploaded bytes", res.Content)
+	}
+	res = call(t, cs, "download_file", map[string]any{"path": "in.csv"})
+	if er, ok := res.Content[0].(*mcp.EmbeddedResource); res.IsError || !ok || er.Resource.Text != "a,b\n1,2\n" {
+		t.Errorf("download_file in.csv = %+v, want the uploaded text", res.Content)
+	}
+	if got := textOf(runCode(t, cs, "print(open('/work/in.csv').read().split()[1])")); !strings.Contains(got, "1,2") {
+		t.Errorf("the code read the upload as %q", got)
+	}
+	res = call(t, cs, "download_file", map[string]any{"path": "missing.txt"})
+	if !res.IsError {
+		t.Errorf("download_file of a missing file: %+v, want a tool error", res.Content)
+	}
+	if got := textOf(call(t, cs, "list_files", nil)); !strings.Contains(got, "/work/in.csv\t8 bytes") || !strings.Contains(got, "/work/chart.png") {
+		t.Errorf("list_files = %q", got)
+	}
+
+	// reset: variables gone, files kept.
+	if res := call(t, cs, "reset", nil); res.IsError {
+		t.Fatalf("reset: %s", textOf(res))
+	}
+	got := textOf(runCode(t, cs, "import os\nprint('x' in globals(), os.path.exists('/work/in.csv'))"))
+	if !strings.Contains(got, "False True") {
+		t.Errorf("after reset: %q, want no x and the files kept", got)
+	}
+}
+
+func TestMCPOverStdio(t *testing.T) {
+	cmd := exec.Command(terptest.Binary(t), "mcp")
+	for k, v := range homeEnv(t, nil) {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"))
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	cs, err := mcpClient().Connect(mcpCtx(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	exerciseSandbox(t, cs)
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v\n%s", err, stderr.String())
+	}
+	if s := stderr.String(); s != "" {
+		t.Errorf("terp mcp said on stderr:\n%s", s)
+	}
+}
+
+// authorized adds the bearer token to every request.
+type authorized struct{ token string }
+
+func (a authorized) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+a.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Over Streamable HTTP, a client does all it does over stdio, and two
+// client sessions get two sandboxes; so does an SSE session.
+func TestMCPOverHTTP(t *testing.T) {
+	const token = "mcp-test-0123456789abcdef"
+	p := startProcess(t, homeEnv(t, map[string]string{"TERP_MCP_TOKEN": token}), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0")
+	connect := func(tok string) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{Endpoint: p.base, HTTPClient: &http.Client{Transport: authorized{tok}}}
+		return mcpClient().Connect(mcpCtx(t), tr, nil)
+	}
+	if _, err := connect("wrong"); err == nil {
+		t.Error("a client with the wrong token connected")
+	}
+	one, err := connect(token)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, p.log)
+	}
+	exerciseSandbox(t, one)
+	two, err := connect(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCode(t, one, "secret = 'one'")
+	got := textOf(runCode(t, two, "import os\nprint('secret' in globals(), os.path.exists('/work/in.csv'))"))
+	if !strings.Contains(got, "False False") {
+		t.Errorf("the second session saw %q of the first's sandbox, want neither its variable nor its files", got)
+	}
+	if got := textOf(runCode(t, one, "print(secret)")); !strings.Contains(got, "one") {
+		t.Errorf("the first session lost its variable: %q", got)
+	}
+	// The legacy SSE transport, as vLLM's tool server client speaks it,
+	// is a session, and a sandbox, of its own too.
+	sse, err := mcpClient().Connect(mcpCtx(t), &mcp.SSEClientTransport{
+		Endpoint: strings.TrimSuffix(p.base, "/mcp") + "/sse", HTTPClient: &http.Client{Transport: authorized{token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect to /sse: %v\n%s", err, p.log)
+	}
+	runCode(t, sse, "y = 6 * 7")
+	if got := textOf(runCode(t, sse, "print(y, 'secret' in globals())")); !strings.Contains(got, "42 False") {
+		t.Errorf("over SSE: %q, want the variable kept and the other sessions' unseen", got)
+	}
+	for _, cs := range []*mcp.ClientSession{one, two, sse} {
+		if err := cs.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// Off loopback, terp mcp --http refuses to start without a token.
+func TestMCPNeedsATokenOffLoopback(t *testing.T) {
+	r := terp(t, nil, "", "mcp", "--http", "0.0.0.0:8765")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "TERP_MCP_TOKEN") {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 naming TERP_MCP_TOKEN", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,210 @@
+// Package mcp serves terp's sandboxes to MCP clients (editors, desktop
+// assistants, agent frameworks) on the official Go SDK: a persistent
+// Python kernel per client session, charts returned as images, and files
+// in and out. It is a front-end on the conversation service, like terp
+// serve: each client session is one conversation, opened at its first call
+// and closed (its sandbox paused) when the session ends; no model is
+// involved, the client writes the code.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// Config is what a Server is built from.
+type Config struct {
+	// Conversations opens a conversation per client session; it needs no
+	// model.
+	Conversations *conversation.Service
+	// Settings are the configuration each conversation starts from.
+	Settings *config.Config
+	// Version is terp's, told to clients.
+	Version string
+	// Log receives what the server says of its sessions; nil logs nothing.
+	Log *slog.Logger
+	// MaxEmbed bounds a file sent inside a result (download_file's
+	// embedded resource, a chart's image); a larger one comes as a link to
+	// read with resources/read. Zero means DefaultMaxEmbed.
+	MaxEmbed int64
+}
+
+// DefaultMaxEmbed is the largest file a result carries itself: base64 in
+// JSON makes it a third larger again, and clients hold results in memory.
+const DefaultMaxEmbed = 4 << 20
+
+// Server is terp's MCP server. One Server serves any number of client
+// sessions, each with its own sandbox, never shared.
+type Server struct {
+	cfg Config
+	sdk *sdk.Server
+
+	mu       sync.Mutex
+	sessions map[*sdk.ServerSession]*session
+	closed   bool
+}
+
+// session is the sandbox of one client session, opened at its first use.
+type session struct {
+	once sync.Once
+	conv *conversation.Conversation
+	err  error
+}
+
+// legacyVersions are the protocol versions served: those with the
+// initialize handshake, whose sessions are what keeps a client's sandbox
+// its own. Clients of the sessionless 2026-07-28 protocol fall back to
+// them (as the Go SDK's does) until terp mints handles of its own.
+var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// New returns the server for cfg.
+func New(cfg Config) *Server {
+	if cfg.MaxEmbed <= 0 {
+		cfg.MaxEmbed = DefaultMaxEmbed
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*session{}}
+	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "terp", Title: "terp: sandboxed Python", Version: cfg.Version}, &sdk.ServerOptions{
+		Instructions:              instructions(cfg.Settings),
+		Capabilities:              &sdk.ServerCapabilities{},
+		SupportedProtocolVersions: legacyVersions,
+	})
+	s.addTools()
+	return s
+}
+
+// instructions describe the sandbox to the client's model: where files
+// are, what is installed, what the code may reach, how long things last.
+func instructions(cfg *config.Config) string {
+	var b strings.Builder
+	b.WriteString("terp runs Python 3 for you in an isolated sandbox (bubblewrap, Docker or a remote " +
+		"sandbox, as the server is configured) with a persistent kernel, like a notebook: variables, " +
+		"imports and functions survive between calls of the python tool (run_python is the same tool " +
+		"under another name) until reset. The working directory is /work; files you upload with " +
+		"upload_file land there, and files the code saves there can be fetched with download_file " +
+		"or read as resources (terp://work/PATH). numpy, pandas and matplotlib are installed; a " +
+		"matplotlib figure left open or shown with plt.show() is saved as a PNG in /work and comes " +
+		"back as an image, as does any PNG, JPEG, GIF or SVG the code saves. ")
+	b.WriteString(agent.NetworkSentence(cfg.NetworkPolicy()))
+	fmt.Fprintf(&b, " Each call may run for %s; a call that runs longer is stopped, and its output so far is returned.", cfg.Timeout)
+	if cfg.IdlePause > 0 {
+		fmt.Fprintf(&b, " After %s without calls the sandbox is paused: files are kept, variables are lost.", cfg.IdlePause)
+	}
+	b.WriteString(" Each client session has its own sandbox, never shared with another.")
+	return b.String()
+}
+
+// Run serves one client on t (stdio: the process's one session) until it
+// disconnects or ctx ends.
+func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
+	return s.sdk.Run(ctx, t)
+}
+
+// Handler serves Streamable HTTP at every path but /sse, and the legacy
+// SSE transport (2024-11-05) at /sse, which vLLM's tool server client uses.
+// It checks no key: the caller wraps it.
+func (s *Server) Handler() http.Handler {
+	get := func(*http.Request) *sdk.Server { return s.sdk }
+	mux := http.NewServeMux()
+	mux.Handle("/sse", sdk.NewSSEHandler(get, nil))
+	mux.Handle("/", sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
+		Logger: s.cfg.Log,
+		// A client that vanished without closing its session lets its
+		// sandbox go after a day; the idle pause has long paused it.
+		SessionTimeout: 24 * time.Hour,
+	}))
+	return mux
+}
+
+// conversation is the sandbox of ss, opened at the session's first use;
+// the conversation is closed when the session ends.
+func (s *Server) conversation(ctx context.Context, ss *sdk.ServerSession) (*conversation.Conversation, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errors.New("the server is stopping")
+	}
+	sess, ok := s.sessions[ss]
+	if !ok {
+		sess = &session{}
+		s.sessions[ss] = sess
+	}
+	s.mu.Unlock()
+	sess.once.Do(func() {
+		sess.conv, sess.err = s.cfg.Conversations.Open(context.WithoutCancel(ctx), s.cfg.Settings, conversation.Options{Origin: "mcp", KeepFiles: true})
+		if sess.err != nil {
+			s.mu.Lock()
+			delete(s.sessions, ss)
+			s.mu.Unlock()
+			return
+		}
+		s.cfg.Log.Info("opened a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
+		go func() {
+			_ = ss.Wait()
+			s.drop(ss)
+		}()
+	})
+	return sess.conv, sess.err
+}
+
+// drop closes the conversation of a session that ended.
+func (s *Server) drop(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	sess := s.sessions[ss]
+	delete(s.sessions, ss)
+	s.mu.Unlock()
+	if sess == nil || sess.conv == nil {
+		return
+	}
+	for _, w := range sess.conv.Close(context.Background()) {
+		s.cfg.Log.Warn(w, "conversation", sess.conv.ID)
+	}
+	s.cfg.Log.Info("closed a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
+}
+
+// Close closes every session's conversation, pausing its sandbox, and
+// refuses new ones.
+func (s *Server) Close(ctx context.Context) {
+	s.mu.Lock()
+	s.closed = true
+	var all []*conversation.Conversation
+	for ss, sess := range s.sessions {
+		if sess.conv != nil {
+			all = append(all, sess.conv)
+		}
+		delete(s.sessions, ss)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Go(func() {
+			for _, w := range c.Close(ctx) {
+				s.cfg.Log.Warn(w, "conversation", c.ID)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// workURI is the resource URI of a file in /work.
+func workURI(rel string) string { return uriPrefix + rel }
+
+const uriPrefix = "terp://work/"
+
+// sandboxPath is the path in the sandbox of a file relative to /work.
+func sandboxPath(rel string) string { return sandbox.WorkDir + "/" + rel }

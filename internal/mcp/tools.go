@@ -1,0 +1,387 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/url"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/sandbox"
+)
+
+// The tools' names. PythonTool is the name vLLM's gpt-oss integration
+// expects; RunPythonTool is terp's own, which other clients' models know
+// from terp's agent. Both are one tool.
+const (
+	PythonTool    = "python"
+	RunPythonTool = "run_python"
+	UploadTool    = "upload_file"
+	ListTool      = "list_files"
+	DownloadTool  = "download_file"
+	ResetTool     = "reset"
+)
+
+var (
+	codeSchema = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string",` +
+		`"description":"The Python source to run, like a notebook cell: the value of a last bare expression is shown."}},` +
+		`"required":["code"]}`)
+	uploadSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"name":{"type":"string","description":"A plain file name (no directory): the file lands at /work/NAME."},` +
+		`"text":{"type":"string","description":"The content as text (UTF-8). Give text or base64, not both."},` +
+		`"base64":{"type":"string","description":"The content as base64, for binary files."}},` +
+		`"required":["name"]}`)
+	pathSchema = json.RawMessage(`{"type":"object","properties":{"path":{"type":"string",` +
+		`"description":"The file's path relative to /work (or starting with /work/)."}},"required":["path"]}`)
+	emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+)
+
+func (s *Server) addTools() {
+	pyDesc := "Run Python 3 code in this session's persistent sandbox kernel (variables, imports and " +
+		"functions survive between calls; files are in /work, the working directory). Returns the " +
+		"output (stdout, then stderr, then the exit status; long output is cut in the middle), an " +
+		"image for each chart or image file the code saved, and a link for each other file it saved. " +
+		"An exception or a timeout is a normal result; read it and go on."
+	for _, name := range []string{PythonTool, RunPythonTool} {
+		s.sdk.AddTool(&sdk.Tool{Name: name, Description: pyDesc, InputSchema: codeSchema}, s.python)
+	}
+	s.sdk.AddTool(&sdk.Tool{Name: UploadTool, InputSchema: uploadSchema,
+		Description: "Write a file to /work/NAME in this session's sandbox, from text or base64 content. " +
+			"An existing file of that name is replaced."}, s.upload)
+	s.sdk.AddTool(&sdk.Tool{Name: ListTool, InputSchema: emptySchema,
+		Description: "List the files in /work with their sizes."}, s.list)
+	s.sdk.AddTool(&sdk.Tool{Name: DownloadTool, InputSchema: pathSchema,
+		Description: fmt.Sprintf("Return a file from /work: its content embedded (up to %s), or a resource "+
+			"link to read with resources/read for a larger file.", config.SizeText(s.cfg.MaxEmbed))}, s.download)
+	s.sdk.AddTool(&sdk.Tool{Name: ResetTool, InputSchema: emptySchema,
+		Description: "Restart Python in this session's sandbox: variables and imports are gone, files in /work are kept."}, s.reset)
+	s.sdk.AddResourceTemplate(&sdk.ResourceTemplate{
+		Name: "work", Title: "A file in /work", URITemplate: uriPrefix + "{+path}",
+		Description: "A file in this session's sandbox, by its path relative to /work.",
+	}, s.readResource)
+}
+
+// toolError is a call the client got wrong: it reads the text and calls
+// again.
+func toolError(format string, a ...any) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(format, a...)}}}
+}
+
+func text(s string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
+}
+
+// args decodes a call's arguments into v, or says what is wrong.
+func args(req *sdk.CallToolRequest, v any) *sdk.CallToolResult {
+	raw := req.Params.Arguments
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return toolError("the arguments of %s are not a JSON object of the documented schema: %v", req.Params.Name, err)
+	}
+	return nil
+}
+
+// failed is the result of a call that the sandbox failed: a tool error the
+// client's model reads (a busy sandbox, a client mistake, a backend down),
+// for a protocol error would end the call without a word it can act on.
+func failed(err error) *sdk.CallToolResult {
+	if errors.Is(err, conversation.ErrBusy) {
+		return toolError("this session's sandbox is busy with another call; wait for it to finish")
+	}
+	return toolError("%v", err)
+}
+
+func (s *Server) python(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var in struct {
+		Code *string `json:"code"`
+	}
+	if bad := args(req, &in); bad != nil {
+		return bad, nil
+	}
+	if in.Code == nil || strings.TrimSpace(*in.Code) == "" {
+		return toolError(`the code is missing or empty: call %s with {"code": "<python source>"}`, req.Params.Name), nil
+	}
+	conv, err := s.conversation(ctx, req.Session)
+	if err != nil {
+		return failed(err), nil
+	}
+	run, err := conv.Run(ctx, *in.Code)
+	if err != nil {
+		return failed(err), nil
+	}
+	res := text(runText(run))
+	named := map[string]bool{}
+	for _, p := range run.Shown {
+		named[p] = true
+	}
+	for _, f := range run.Files {
+		if !named[f.Path] {
+			continue
+		}
+		res.Content = append(res.Content, s.fileContent(ctx, conv, f))
+	}
+	return res, nil
+}
+
+// runText is a run as the client's model reads it: stdout, stderr, the
+// exit status, and what terp has to say (a timeout, a restart, files).
+func runText(run conversation.RunResult) string {
+	var b strings.Builder
+	b.WriteString(run.Stdout)
+	if run.Stdout != "" && !strings.HasSuffix(run.Stdout, "\n") {
+		b.WriteString("\n")
+	}
+	if run.Stderr != "" {
+		b.WriteString("[stderr]\n" + run.Stderr)
+		if !strings.HasSuffix(run.Stderr, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	fmt.Fprintf(&b, "[exit status %d", run.ExitCode)
+	if run.TimedOut {
+		b.WriteString(", timed out")
+	}
+	b.WriteString("]")
+	if run.Notice != "" {
+		b.WriteString("\n[note] " + run.Notice)
+	}
+	if len(run.Shown) > 0 {
+		paths := make([]string, len(run.Shown))
+		for i, p := range run.Shown {
+			paths[i] = sandboxPath(p)
+		}
+		b.WriteString("\n[files saved] " + strings.Join(paths, ", "))
+	}
+	if run.FilesNote != "" {
+		b.WriteString("\n[files note] " + run.FilesNote)
+	}
+	for _, w := range run.Warnings {
+		b.WriteString("\n[terp] " + w)
+	}
+	return b.String()
+}
+
+// imageTypes are the file types a run's result carries as images.
+var imageTypes = map[string]string{
+	".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".svg": "image/svg+xml",
+}
+
+// fileContent is how a file a run saved comes back: an image of a chart
+// small enough to embed, a link to read for anything else.
+func (s *Server) fileContent(ctx context.Context, conv *conversation.Conversation, f sandbox.FileInfo) sdk.Content {
+	typ, isImage := imageTypes[strings.ToLower(path.Ext(f.Path))]
+	if isImage && f.Size <= s.cfg.MaxEmbed {
+		if b, err := readAll(ctx, conv, f.Path, s.cfg.MaxEmbed); err == nil {
+			return &sdk.ImageContent{Data: b, MIMEType: typ}
+		}
+	}
+	return s.link(f)
+}
+
+func (s *Server) link(f sandbox.FileInfo) *sdk.ResourceLink {
+	size := f.Size
+	return &sdk.ResourceLink{URI: workURI(escapePath(f.Path)), Name: path.Base(f.Path), Title: sandboxPath(f.Path),
+		MIMEType: mimeType(f.Path), Size: &size}
+}
+
+// escapePath escapes each segment of a path for a URI, keeping the slashes.
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	return strings.Join(segs, "/")
+}
+
+func mimeType(p string) string {
+	if t, ok := imageTypes[strings.ToLower(path.Ext(p))]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// readAll reads the file rel of conv, refusing one over limit.
+func readAll(ctx context.Context, conv *conversation.Conversation, rel string, limit int64) ([]byte, error) {
+	fh, err := conv.ReadFile(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is over %s", sandboxPath(rel), config.SizeText(limit))
+	}
+	return b, nil
+}
+
+func (s *Server) upload(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var in struct {
+		Name   string  `json:"name"`
+		Text   *string `json:"text"`
+		Base64 *string `json:"base64"`
+	}
+	if bad := args(req, &in); bad != nil {
+		return bad, nil
+	}
+	var content []byte
+	switch {
+	case in.Text != nil && in.Base64 != nil:
+		return toolError("give the content as text or as base64, not both"), nil
+	case in.Text != nil:
+		content = []byte(*in.Text)
+	case in.Base64 != nil:
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(*in.Base64))
+		if err != nil {
+			return toolError("base64 is not valid standard base64: %v", err), nil
+		}
+		content = b
+	default:
+		return toolError(`give the content: {"name": "data.csv", "text": "..."} or {"name": "image.png", "base64": "..."}`), nil
+	}
+	conv, err := s.conversation(ctx, req.Session)
+	if err != nil {
+		return failed(err), nil
+	}
+	where, err := conv.Put(ctx, in.Name, bytes.NewReader(content))
+	if err != nil {
+		return failed(err), nil
+	}
+	return text(fmt.Sprintf("uploaded %s (%s)", where, config.SizeText(int64(len(content))))), nil
+}
+
+func (s *Server) list(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	conv, err := s.conversation(ctx, req.Session)
+	if err != nil {
+		return failed(err), nil
+	}
+	files, err := conv.Files(ctx)
+	if err != nil && len(files) == 0 {
+		return failed(err), nil
+	}
+	var b strings.Builder
+	if len(files) == 0 {
+		b.WriteString("/work is empty")
+	}
+	for _, f := range files {
+		fmt.Fprintf(&b, "%s\t%d bytes\n", sandboxPath(f.Path), f.Size)
+	}
+	if err != nil {
+		b.WriteString(err.Error())
+	}
+	return text(b.String()), nil
+}
+
+func (s *Server) download(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var in struct {
+		Path string `json:"path"`
+	}
+	if bad := args(req, &in); bad != nil {
+		return bad, nil
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(in.Path, sandbox.WorkDir+"/")), "/"), "./")
+	if rel == "" || rel == "." {
+		return toolError(`give the path of a file in /work: {"path": "chart.png"}`), nil
+	}
+	conv, err := s.conversation(ctx, req.Session)
+	if err != nil {
+		return failed(err), nil
+	}
+	b, err := readAll(ctx, conv, rel, s.cfg.MaxEmbed)
+	switch {
+	case err == nil:
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: contents(rel, b)}}}, nil
+	case isMissing(err):
+		return toolError("%s is not there; list_files shows what is", sandboxPath(rel)), nil
+	}
+	// Too large to embed (or unreadable, which resources/read will say):
+	// a link, with the size when the listing knows it.
+	f := sandbox.FileInfo{Path: rel}
+	if files, _ := conv.Files(ctx); files != nil {
+		for _, fi := range files {
+			if fi.Path == rel {
+				f = fi
+			}
+		}
+	}
+	res := text(fmt.Sprintf("%s is larger than %s; read it with resources/read at the link", sandboxPath(rel), config.SizeText(s.cfg.MaxEmbed)))
+	res.Content = append(res.Content, s.link(f))
+	return res, nil
+}
+
+// contents is a file as a resource: text when it is UTF-8 text, else a blob.
+func contents(rel string, b []byte) *sdk.ResourceContents {
+	rc := &sdk.ResourceContents{URI: workURI(escapePath(rel)), MIMEType: mimeType(rel)}
+	if strings.HasPrefix(rc.MIMEType, "text/") || (!strings.HasPrefix(rc.MIMEType, "image/") && utf8.Valid(b) && !bytes.ContainsRune(b, 0)) {
+		rc.Text = string(b)
+		if rc.MIMEType == "application/octet-stream" {
+			rc.MIMEType = "text/plain"
+		}
+		return rc
+	}
+	rc.Blob = b
+	return rc
+}
+
+func (s *Server) reset(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	conv, err := s.conversation(ctx, req.Session)
+	if err != nil {
+		return failed(err), nil
+	}
+	if err := conv.Restart(ctx); err != nil {
+		return failed(err), nil
+	}
+	return text("Python was restarted: variables and imports are gone, files in /work were kept."), nil
+}
+
+// readResource reads terp://work/PATH from the caller's sandbox, up to
+// max_download_size.
+func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	uri := req.Params.URI
+	if !strings.HasPrefix(uri, uriPrefix) {
+		return nil, sdk.ResourceNotFoundError(uri)
+	}
+	rel, err := url.PathUnescape(strings.TrimPrefix(uri, uriPrefix))
+	if err != nil || rel == "" {
+		return nil, sdk.ResourceNotFoundError(uri)
+	}
+	conv, err := s.conversation(ctx, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	b, err := readAll(ctx, conv, rel, s.cfg.Settings.MaxDownloadSize)
+	if isMissing(err) {
+		return nil, sdk.ResourceNotFoundError(uri)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc := contents(rel, b)
+	rc.URI = uri
+	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{rc}}, nil
+}
+
+// isMissing reports whether err says the file is not there.
+func isMissing(err error) bool {
+	var in *conversation.InputError
+	return err != nil && (errors.Is(err, fs.ErrNotExist) || errors.As(err, &in) || strings.Contains(err.Error(), "no such file"))
+}
