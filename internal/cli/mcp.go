@@ -54,9 +54,11 @@ list_files, download_file and reset; files the code saves come back as images
 
 Each client session has its own sandbox, never shared: over stdio (the
 default, for a client that starts terp mcp itself) the process's one session;
-over HTTP each MCP session. A sandbox idle for idle_pause is paused (files
-kept, variables lost) and woken by the next call; it is closed with its
-session. No model is involved: the client writes the code.
+over HTTP each MCP session, or each x-session-id a client sends (vLLM does),
+which keeps the sandbox across reconnects until terp mcp stops. A sandbox
+idle for idle_pause is paused (files kept, variables lost) and woken by the
+next call; it is closed with its session. No model is involved: the client
+writes the code.
 
 --http ADDR serves Streamable HTTP (at any path, such as /mcp) and the legacy
 SSE transport at /sse. Clients send "Authorization: Bearer $TERP_MCP_TOKEN";

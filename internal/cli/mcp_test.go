@@ -245,6 +245,64 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 }
 
+// vllmClient adds what vLLM's tool server client sends with every
+// request: the bearer token and the x-session-id naming its sandbox.
+type vllmClient struct{ token, session string }
+
+func (v vllmClient) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+v.token)
+	r.Header.Set("x-session-id", v.session)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A client shaped like vLLM's tool server client (connect /sse,
+// initialise, list tools, call python with x-session-id) finds its
+// variables again when it reconnects with the same session id, and a
+// client with another id gets a sandbox of its own; so does a Streamable
+// HTTP client with the header.
+func TestMCPSessionIDHeader(t *testing.T) {
+	const token = "mcp-test-0123456789abcdef"
+	p := startProcess(t, homeEnv(t, map[string]string{"TERP_MCP_TOKEN": token}), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0")
+	sse := func(id string) *mcp.ClientSession {
+		t.Helper()
+		cs, err := mcpClient().Connect(mcpCtx(t), &mcp.SSEClientTransport{
+			Endpoint: strings.TrimSuffix(p.base, "/mcp") + "/sse", HTTPClient: &http.Client{Transport: vllmClient{token, id}}}, nil)
+		if err != nil {
+			t.Fatalf("connect to /sse as %s: %v\n%s", id, err, p.log)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	first := sse("A")
+	tools, err := first.ListTools(mcpCtx(t), nil)
+	if err != nil || !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "python" }) {
+		t.Fatalf("list tools: %v, %v", tools, err)
+	}
+	if res := call(t, first, "python", map[string]any{"code": "x = 41"}); res.IsError {
+		t.Fatalf("x = 41: %s", textOf(res))
+	}
+	if err := first.Close(); err != nil {
+		t.Error(err)
+	}
+	if got := textOf(call(t, sse("A"), "python", map[string]any{"code": "print(x + 1)"})); !strings.Contains(got, "42\n") {
+		t.Errorf("a reconnect with session id A got %q, want x kept (42)", got)
+	}
+	if got := textOf(call(t, sse("B"), "python", map[string]any{"code": "print('x' in globals())"})); !strings.Contains(got, "False") {
+		t.Errorf("session id B got %q, want A's x unseen", got)
+	}
+	// Over Streamable HTTP the header names the same sandbox.
+	cs, err := mcpClient().Connect(mcpCtx(t), &mcp.StreamableClientTransport{
+		Endpoint: p.base, HTTPClient: &http.Client{Transport: vllmClient{token, "A"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := textOf(call(t, cs, "python", map[string]any{"code": "print(x * 10)"})); !strings.Contains(got, "410\n") {
+		t.Errorf("Streamable HTTP with session id A got %q, want A's x (410)", got)
+	}
+}
+
 // Off loopback, terp mcp --http refuses to start without a token.
 func TestMCPNeedsATokenOffLoopback(t *testing.T) {
 	r := terp(t, nil, "", "mcp", "--http", "0.0.0.0:8765")

@@ -4,7 +4,10 @@
 // in and out. It is a front-end on the conversation service, like terp
 // serve: each client session is one conversation, opened at its first call
 // and closed (its sandbox paused) when the session ends; no model is
-// involved, the client writes the code.
+// involved, the client writes the code. Over HTTP a client may name its
+// session itself with an x-session-id header, as vLLM's tool server client
+// does; such a conversation outlives the connection, so a reconnect with
+// the same id finds its state.
 package mcp
 
 import (
@@ -54,8 +57,21 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*session
-	closed   bool
+	// named are the sandboxes of clients that name their session with
+	// an x-session-id header, by sessionKey; they stay until the server
+	// stops, pausing when idle like any other.
+	named  map[string]*session
+	closed bool
 }
+
+// SessionHeader is the HTTP header by which a client names its session
+// (vLLM's tool server client sends it with every request), so that a
+// reconnect finds the same sandbox.
+const SessionHeader = "X-Session-Id"
+
+// maxSessionID bounds a client's session id: it is a map key and a log
+// field, not a place to store data.
+const maxSessionID = 256
 
 // session is the sandbox of one client session, opened at its first use.
 type session struct {
@@ -78,7 +94,7 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*session{}}
+	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*session{}, named: map[string]*session{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "terp", Title: "terp: sandboxed Python", Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions:              instructions(cfg.Settings),
 		Capabilities:              &sdk.ServerCapabilities{},
@@ -121,7 +137,7 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 func (s *Server) Handler() http.Handler {
 	get := func(*http.Request) *sdk.Server { return s.sdk }
 	mux := http.NewServeMux()
-	mux.Handle("/sse", sdk.NewSSEHandler(get, nil))
+	mux.Handle("/sse", sseSessionID(sdk.NewSSEHandler(get, nil)))
 	mux.Handle("/", sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 		Logger: s.cfg.Log,
 		// A client that vanished without closing its session lets its
@@ -131,26 +147,90 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// conversation is the sandbox of ss, opened at the session's first use;
-// the conversation is closed when the session ends.
-func (s *Server) conversation(ctx context.Context, ss *sdk.ServerSession) (*conversation.Conversation, error) {
+// sseKey carries the x-session-id of an SSE connection's GET from the
+// request to the session's tool calls: the SDK hands SSE calls no HTTP
+// header, but their contexts descend from the GET's.
+type sseKey struct{}
+
+// sseSessionID puts the x-session-id header of an SSE connection's GET
+// in its context, for sessionID.
+func sseSessionID(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get(SessionHeader); r.Method == http.MethodGet && id != "" {
+			r = r.WithContext(context.WithValue(r.Context(), sseKey{}, id))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sessionKey is the key of the sandbox a call names with x-session-id
+// (from its own HTTP request over Streamable HTTP, from the connection's
+// GET over SSE), scoped by the bearer token's user when an authenticator
+// tells one, or "" when the call names none and its transport session is
+// the key.
+func sessionKey(ctx context.Context, extra *sdk.RequestExtra) (string, error) {
+	var id, user string
+	if extra != nil {
+		id = extra.Header.Get(SessionHeader)
+		if extra.TokenInfo != nil {
+			user = extra.TokenInfo.UserID
+		}
+	}
+	if id == "" {
+		id, _ = ctx.Value(sseKey{}).(string)
+	}
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return "", nil
+	}
+	if len(id) > maxSessionID {
+		return "", fmt.Errorf("the %s header is over %d bytes", SessionHeader, maxSessionID)
+	}
+	return user + "\x00" + id, nil
+}
+
+// conversation is the sandbox of a call: the one its x-session-id names,
+// or else its session's, opened at first use. A session's conversation is
+// closed when the session ends; a named one when the server stops.
+func (s *Server) conversation(ctx context.Context, ss *sdk.ServerSession, extra *sdk.RequestExtra) (*conversation.Conversation, error) {
+	key, err := sessionKey(ctx, extra)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, errors.New("the server is stopping")
 	}
-	sess, ok := s.sessions[ss]
-	if !ok {
-		sess = &session{}
-		s.sessions[ss] = sess
+	var sess *session
+	if key != "" {
+		sess = s.named[key]
+		if sess == nil {
+			sess = &session{}
+			s.named[key] = sess
+		}
+	} else {
+		sess = s.sessions[ss]
+		if sess == nil {
+			sess = &session{}
+			s.sessions[ss] = sess
+		}
 	}
 	s.mu.Unlock()
 	sess.once.Do(func() {
 		sess.conv, sess.err = s.cfg.Conversations.Open(context.WithoutCancel(ctx), s.cfg.Settings, conversation.Options{Origin: "mcp", KeepFiles: true})
 		if sess.err != nil {
 			s.mu.Lock()
-			delete(s.sessions, ss)
+			if key != "" {
+				delete(s.named, key)
+			} else {
+				delete(s.sessions, ss)
+			}
 			s.mu.Unlock()
+			return
+		}
+		if key != "" {
+			s.cfg.Log.Info("opened a sandbox", "session_id", key[strings.IndexByte(key, 0)+1:], "conversation", sess.conv.ID)
 			return
 		}
 		s.cfg.Log.Info("opened a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
@@ -177,7 +257,7 @@ func (s *Server) drop(ss *sdk.ServerSession) {
 	s.cfg.Log.Info("closed a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
 }
 
-// Close closes every session's conversation, pausing its sandbox, and
+// Close closes every conversation, a session's or a named one, pausing its sandbox, and
 // refuses new ones.
 func (s *Server) Close(ctx context.Context) {
 	s.mu.Lock()
@@ -188,6 +268,12 @@ func (s *Server) Close(ctx context.Context) {
 			all = append(all, sess.conv)
 		}
 		delete(s.sessions, ss)
+	}
+	for key, sess := range s.named {
+		if sess.conv != nil {
+			all = append(all, sess.conv)
+		}
+		delete(s.named, key)
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup

@@ -115,7 +115,7 @@ func (s *Server) python(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 	if in.Code == nil || strings.TrimSpace(*in.Code) == "" {
 		return toolError(`the code is missing or empty: call %s with {"code": "<python source>"}`, req.Params.Name), nil
 	}
-	conv, err := s.conversation(ctx, req.Session)
+	conv, err := s.conversation(ctx, req.Session, req.Extra)
 	if err != nil {
 		return failed(err), nil
 	}
@@ -258,7 +258,7 @@ func (s *Server) upload(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 	default:
 		return toolError(`give the content: {"name": "data.csv", "text": "..."} or {"name": "image.png", "base64": "..."}`), nil
 	}
-	conv, err := s.conversation(ctx, req.Session)
+	conv, err := s.conversation(ctx, req.Session, req.Extra)
 	if err != nil {
 		return failed(err), nil
 	}
@@ -270,7 +270,7 @@ func (s *Server) upload(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 }
 
 func (s *Server) list(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	conv, err := s.conversation(ctx, req.Session)
+	conv, err := s.conversation(ctx, req.Session, req.Extra)
 	if err != nil {
 		return failed(err), nil
 	}
@@ -302,7 +302,7 @@ func (s *Server) download(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if rel == "" || rel == "." {
 		return toolError(`give the path of a file in /work: {"path": "chart.png"}`), nil
 	}
-	conv, err := s.conversation(ctx, req.Session)
+	conv, err := s.conversation(ctx, req.Session, req.Extra)
 	if err != nil {
 		return failed(err), nil
 	}
@@ -343,7 +343,7 @@ func contents(rel string, b []byte) *sdk.ResourceContents {
 }
 
 func (s *Server) reset(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	conv, err := s.conversation(ctx, req.Session)
+	conv, err := s.conversation(ctx, req.Session, req.Extra)
 	if err != nil {
 		return failed(err), nil
 	}
@@ -364,7 +364,7 @@ func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest)
 	if err != nil || rel == "" {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
-	conv, err := s.conversation(ctx, req.Session)
+	conv, err := s.conversation(ctx, req.Session, req.Extra)
 	if err != nil {
 		return nil, err
 	}
