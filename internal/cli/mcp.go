@@ -29,6 +29,8 @@ type mcpOptions struct {
 	http string
 	// grace is how long a stopping HTTP server lets calls finish.
 	grace time.Duration
+	// name is the server's name told to clients (see mcp.Config.Name).
+	name string
 }
 
 // mcpConfigFlags are the run flags that make sense without a model.
@@ -80,6 +82,7 @@ See docs/mcp.md for the tools' schemas and client configuration.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.http, "http", "", "serve Streamable HTTP and SSE on `ADDR` instead of stdio")
+	fl.StringVar(&opts.name, "name", "terp", "the server's `NAME` told to clients; vLLM's --tool-server uses it as the tool namespace, and gpt-oss's python tool wants python")
 	fl.DurationVar(&opts.grace, "grace", 10*time.Second, "on SIGTERM, how long running calls may finish (--http)")
 	addConfigFlags(cmd, mcpConfigFlags...)
 	return cmd
@@ -114,7 +117,7 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 		Store:      st,
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
 	})
-	srv := terpmcp.New(terpmcp.Config{Conversations: svc, Settings: cfg, Version: versionString(), Log: log})
+	srv := terpmcp.New(terpmcp.Config{Conversations: svc, Settings: cfg, Name: opts.name, Version: versionString(), Log: log})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

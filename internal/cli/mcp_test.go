@@ -263,7 +263,9 @@ func (v vllmClient) RoundTrip(r *http.Request) (*http.Response, error) {
 // HTTP client with the header.
 func TestMCPSessionIDHeader(t *testing.T) {
 	const token = "mcp-test-0123456789abcdef"
-	p := startProcess(t, homeEnv(t, map[string]string{"TERP_MCP_TOKEN": token}), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0")
+	// As vLLM is told to run it: --name python, which vLLM takes as the
+	// namespace of gpt-oss's built-in python tool.
+	p := startProcess(t, homeEnv(t, map[string]string{"TERP_MCP_TOKEN": token}), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0", "--name", "python")
 	sse := func(id string) *mcp.ClientSession {
 		t.Helper()
 		cs, err := mcpClient().Connect(mcpCtx(t), &mcp.SSEClientTransport{
@@ -275,6 +277,9 @@ func TestMCPSessionIDHeader(t *testing.T) {
 		return cs
 	}
 	first := sse("A")
+	if name := first.InitializeResult().ServerInfo.Name; name != "python" {
+		t.Errorf("serverInfo.name = %q, want python: vLLM registers the tools under it", name)
+	}
 	tools, err := first.ListTools(mcpCtx(t), nil)
 	if err != nil || !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "python" }) {
 		t.Fatalf("list tools: %v, %v", tools, err)

@@ -35,6 +35,10 @@ type Config struct {
 	Conversations *conversation.Service
 	// Settings are the configuration each conversation starts from.
 	Settings *config.Config
+	// Name is the server's name in initialize (serverInfo.name); "" means
+	// "terp". vLLM's --tool-server registers a server's tools under this
+	// name, and gpt-oss's built-in python tool is looked up as "python".
+	Name string
 	// Version is terp's, told to clients.
 	Version string
 	// Log receives what the server says of its sessions; nil logs nothing.
@@ -95,7 +99,11 @@ func New(cfg Config) *Server {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*session{}, named: map[string]*session{}}
-	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "terp", Title: "terp: sandboxed Python", Version: cfg.Version}, &sdk.ServerOptions{
+	name := cfg.Name
+	if name == "" {
+		name = "terp"
+	}
+	s.sdk = sdk.NewServer(&sdk.Implementation{Name: name, Title: "terp: sandboxed Python", Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions:              instructions(cfg.Settings),
 		Capabilities:              &sdk.ServerCapabilities{},
 		SupportedProtocolVersions: legacyVersions,
