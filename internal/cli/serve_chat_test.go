@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 )
@@ -45,8 +46,17 @@ func startGateway(t *testing.T, env map[string]string, args ...string) *gateway 
 	}()
 	var once sync.Once
 	code := 0
+	// copied is closed once the log has all the server wrote.
+	copied := make(chan struct{})
 	g.stop = func() int {
-		once.Do(func() { cancel(); code = <-done })
+		once.Do(func() {
+			cancel()
+			code = <-done
+			select {
+			case <-copied:
+			case <-time.After(10 * time.Second):
+			}
+		})
 		return code
 	}
 	t.Cleanup(func() {
@@ -60,7 +70,7 @@ func startGateway(t *testing.T, env map[string]string, args ...string) *gateway 
 		fmt.Fprintln(g.log, sc.Text())
 		if m := addr.FindStringSubmatch(sc.Text()); m != nil {
 			// The log goes on; it must be read for the server to write it.
-			go func() { _, _ = io.Copy(g.log, pr) }()
+			go func() { _, _ = io.Copy(g.log, pr); close(copied) }()
 			g.base = m[1]
 			return g
 		}

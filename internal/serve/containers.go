@@ -244,7 +244,7 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 	if err != nil {
 		return nil, &paramError{err: err}
 	}
-	defer made()
+	defer made(nil)
 	var files []state.File
 	for _, id := range opts.FileIDs {
 		f, err := s.state.File(ctx, owner, id)
@@ -266,7 +266,7 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 			return nil, &paramError{err: err}
 		}
 	}
-	s.saveContainer(ctx, c)
+	made(func() { s.saveContainer(ctx, c) })
 	s.mu.Lock()
 	s.containers[c.ID] = c
 	s.mu.Unlock()

@@ -291,7 +291,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // is saved in the state, or was not made. Containers count whether open or
 // paused, until they are deleted or expire; those being made count too, in
 // this process.
-func (s *Server) reserveContainer(ctx context.Context, owner string) (done func(), err error) {
+func (s *Server) reserveContainer(ctx context.Context, owner string) (done func(commit func()), err error) {
 	l := s.lim
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -311,12 +311,17 @@ func (s *Server) reserveContainer(ctx context.Context, owner string) (done func(
 	l.making[owner]++
 	l.makingAll++
 	var once sync.Once
-	return func() {
+	return func(commit func()) {
 		once.Do(func() {
 			l.mu.Lock()
+			defer l.mu.Unlock()
+			// The container's record, once saved, counts in its place:
+			// saved and released under one lock, it never counts twice.
+			if commit != nil {
+				commit()
+			}
 			l.making[owner]--
 			l.makingAll--
-			l.mu.Unlock()
 		})
 	}, nil
 }
