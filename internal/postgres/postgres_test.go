@@ -51,20 +51,6 @@ func sqlExec(t *testing.T, u, sql string, args ...any) {
 	}
 }
 
-func count(t *testing.T, u, sql string, args ...any) int {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var n int
-	if err := conn.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // TestState runs the state's conformance suite; a restart is a new DB on
 // the same database, as is another replica.
 func TestState(t *testing.T) {
@@ -130,7 +116,7 @@ func TestFileContent(t *testing.T) {
 	if err != nil || f.Bytes != int64(len(content)) {
 		t.Fatalf("PutFile = %+v, %v", f, err)
 	}
-	if n := count(t, u, "SELECT count(*) FROM file_chunks WHERE file_id = 'file-big'"); n != 3 {
+	if n := pgtest.Count(t, u, "SELECT count(*) FROM file_chunks WHERE file_id = 'file-big'"); n != 3 {
 		t.Errorf("%d chunks, want 3 of at most 1 MiB", n)
 	}
 	rc, err := two.OpenFile(ctx, f)
@@ -147,7 +133,7 @@ func TestFileContent(t *testing.T) {
 	if !errors.Is(err, state.ErrTooLarge) {
 		t.Fatalf("a file over the bound: %v", err)
 	}
-	if n := count(t, u, "SELECT count(*) FROM file_chunks WHERE file_id = 'file-over'") + count(t, u, "SELECT count(*) FROM files WHERE id = 'file-over'"); n != 0 {
+	if n := pgtest.Count(t, u, "SELECT count(*) FROM file_chunks WHERE file_id = 'file-over'") + pgtest.Count(t, u, "SELECT count(*) FROM files WHERE id = 'file-over'"); n != 0 {
 		t.Errorf("the refused file left %d rows", n)
 	}
 	if _, err := one.OpenFile(ctx, state.File{ID: "file-over"}); !errors.Is(err, state.ErrNotFound) {
@@ -165,7 +151,7 @@ func TestFileContent(t *testing.T) {
 	if err := one.DeleteFile(ctx, "alice", "file-big"); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, u, "SELECT count(*) FROM file_chunks"); n != 0 {
+	if n := pgtest.Count(t, u, "SELECT count(*) FROM file_chunks"); n != 0 {
 		t.Errorf("deleting the file left %d chunks", n)
 	}
 	if _, err := io.ReadAll(rc); !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "deleted while being read") {
@@ -240,10 +226,10 @@ func TestReplicasStartingAtOnceMigrateOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := count(t, u, "SELECT count(*) FROM schema_migrations"); n != 1 {
+	if n := pgtest.Count(t, u, "SELECT count(*) FROM schema_migrations"); n != 1 {
 		t.Errorf("schema_migrations has %d rows, want 1 per migration", n)
 	}
-	if n := count(t, u, "SELECT count(*) FROM schema_migrations WHERE version = 1 AND name = '0001_tables'"); n != 1 {
+	if n := pgtest.Count(t, u, "SELECT count(*) FROM schema_migrations WHERE version = 1 AND name = '0001_tables'"); n != 1 {
 		t.Error("version 1 is not recorded by its name")
 	}
 }
@@ -278,7 +264,7 @@ func TestSchemaFromSearchPath(t *testing.T) {
 	if !strings.Contains(a.Where(), "search_path=a") {
 		t.Errorf("Where = %s; want it to name the schema", a.Where())
 	}
-	if n := count(t, u, "SELECT count(*) FROM pg_tables WHERE schemaname = 'b' AND tablename = 'conversations'"); n != 1 {
+	if n := pgtest.Count(t, u, "SELECT count(*) FROM pg_tables WHERE schemaname = 'b' AND tablename = 'conversations'"); n != 1 {
 		t.Fatal("no conversations table in schema b")
 	}
 	id := store.NewID()

@@ -268,3 +268,18 @@ func unprivileged() (*syscall.Credential, error) {
 	}
 	return nil, errors.New("PostgreSQL will not run as root, and there is no postgres or nobody user to run it as")
 }
+
+// Count runs sql, which selects one integer, on the database at u.
+func Count(t testing.TB, u, sql string, args ...any) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}

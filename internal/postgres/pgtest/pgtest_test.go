@@ -17,20 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func query(t *testing.T, u, sql string, args ...any) int {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var n int
-	if err := conn.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // Each URL is a database of its own, gone when its test ends.
 func TestURLIsFreshAndDropped(t *testing.T) {
 	var name string
@@ -50,10 +36,10 @@ func TestURLIsFreshAndDropped(t *testing.T) {
 		// Left open on purpose: the drop must end it.
 	})
 	u := URL(t)
-	if n := query(t, u, "SELECT count(*) FROM pg_tables WHERE tablename = 'mine'"); n != 0 {
+	if n := Count(t, u, "SELECT count(*) FROM pg_tables WHERE tablename = 'mine'"); n != 0 {
 		t.Error("a new database has the last test's table")
 	}
-	if n := query(t, u, "SELECT count(*) FROM pg_database WHERE datname = $1", name); n != 0 {
+	if n := Count(t, u, "SELECT count(*) FROM pg_database WHERE datname = $1", name); n != 0 {
 		t.Errorf("the database %s is still there after its test", name)
 	}
 }
@@ -125,7 +111,7 @@ func TestClusterGoesWithTheProcess(t *testing.T) {
 		t.Fatalf("the helper said %q; want a URL with a socket directory", admin)
 	}
 	dir := u.Query().Get("host")
-	if n := query(t, admin, "SELECT 1"); n != 1 {
+	if n := Count(t, admin, "SELECT 1"); n != 1 {
 		t.Fatal("the cluster does not answer")
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
