@@ -276,7 +276,7 @@ func Count(t testing.TB, u, sql string, args ...any) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	var n int
 	if err := conn.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", sql, err)
