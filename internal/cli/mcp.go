@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,10 @@ type mcpOptions struct {
 	grace time.Duration
 	// name is the server's name told to clients (see mcp.Config.Name).
 	name string
+	// expireAfter is how long an unused sandbox is kept.
+	expireAfter time.Duration
+	// logFormat is one of logFormats.
+	logFormat string
 }
 
 // mcpConfigFlags are the run flags that make sense without a model.
@@ -57,15 +62,18 @@ list_files, download_file and reset; files the code saves come back as images
 Each client session has its own sandbox, never shared: over stdio (the
 default, for a client that starts terp mcp itself) the process's one session;
 over HTTP each MCP session, or each x-session-id a client sends (vLLM does),
-which keeps the sandbox across reconnects until terp mcp stops. A sandbox
-idle for idle_pause is paused (files kept, variables lost) and woken by the
-next call; it is closed with its session. No model is involved: the client
-writes the code.
+or, for a client of the sessionless protocol (2026-07-28), each handle terp
+mints: the first python or upload_file call's result gives it, and later
+calls pass it as their "sandbox" argument. A sandbox idle for idle_pause is
+paused (files kept, variables lost) and woken by the next call; it is closed
+with its session, or, when an id or a handle names it, once unused for
+--expire-after. No model is involved: the client writes the code.
 
 --http ADDR serves Streamable HTTP (at any path, such as /mcp) and the legacy
 SSE transport at /sse. Clients send "Authorization: Bearer $TERP_MCP_TOKEN";
 without TERP_MCP_TOKEN only a loopback address is served, to anyone on this
-machine.
+machine. It logs each sandbox opened, closed and expired on stderr
+(--log-format json for JSON lines); over stdio only warnings.
 
 See docs/mcp.md for the tools' schemas and client configuration.`,
 		Example: `  terp mcp                                  # stdio, as an MCP client starts it
@@ -84,6 +92,11 @@ See docs/mcp.md for the tools' schemas and client configuration.`,
 	fl.StringVar(&opts.http, "http", "", "serve Streamable HTTP and SSE on `ADDR` instead of stdio")
 	fl.StringVar(&opts.name, "name", "terp", "the server's `NAME` told to clients; vLLM's --tool-server uses it as the tool namespace, and gpt-oss's python tool wants python")
 	fl.DurationVar(&opts.grace, "grace", 10*time.Second, "on SIGTERM, how long running calls may finish (--http)")
+	fl.DurationVar(&opts.expireAfter, "expire-after", terpmcp.DefaultExpireAfter, "close a sandbox that an x-session-id or a handle names, or an HTTP session, after `DURATION` without calls")
+	fl.StringVar(&opts.logFormat, "log-format", logFormats[0], "the log's `FORMAT` on stderr: "+strings.Join(logFormats, " or "))
+	if err := cmd.RegisterFlagCompletionFunc("log-format", completeChoices(logFormats)); err != nil {
+		panic(err)
+	}
 	addConfigFlags(cmd, mcpConfigFlags...)
 	return cmd
 }
@@ -96,11 +109,23 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 			return usagef("--http %s is not a loopback address: set %s to the token clients must send", opts.http, mcpTokenEnv)
 		}
 	}
+	if opts.expireAfter <= 0 {
+		return usagef("--expire-after must be above 0, not %s", opts.expireAfter)
+	}
+	if !slices.Contains(logFormats, opts.logFormat) {
+		return usagef("--log-format is one of %s, not %q", strings.Join(logFormats, ", "), opts.logFormat)
+	}
 	cfg, err := f.Config(onlyFlags(opts.flags, mcpConfigFlags))
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// A client that starts terp mcp shows its stderr as the server's log,
+	// or keeps it in a file: warnings only, there.
+	level := slog.LevelInfo
+	if opts.http == "" {
+		level = slog.LevelWarn
+	}
+	log := serverLogger(f.IO.ErrOut, opts.logFormat, level)
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
@@ -117,7 +142,8 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 		Store:      st,
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
 	})
-	srv := terpmcp.New(terpmcp.Config{Conversations: svc, Settings: cfg, Name: opts.name, Version: versionString(), Log: log})
+	srv := terpmcp.New(terpmcp.Config{Conversations: svc, Settings: cfg, Name: opts.name, Version: versionString(),
+		Log: log, ExpireAfter: opts.expireAfter})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"image/png"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	terpmcp "github.com/terpdev/terp/internal/mcp"
 	"github.com/terpdev/terp/internal/terptest"
 )
 
@@ -31,13 +33,32 @@ func mcpCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// call calls tool with args and returns its result, failing on a protocol
-// error.
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+// client is an MCP client session and, once a result gave one, the handle
+// of its sandbox, which it passes in every later call: what a client of
+// the sessionless protocol (2026-07-28) over HTTP must do to keep its
+// sandbox. Over a session no result gives one.
+type client struct {
+	*mcp.ClientSession
+	handle string
+}
+
+// call calls tool with args (and the handle, once known) and returns its
+// result, failing on a protocol error.
+func call(t *testing.T, c *client, tool string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
-	res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if _, named := args["sandbox"]; c.handle != "" && !named {
+		args = maps.Clone(args)
+		if args == nil {
+			args = map[string]any{}
+		}
+		args["sandbox"] = c.handle
+	}
+	res, err := c.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		t.Fatalf("%s %v: %v", tool, args, err)
+	}
+	if h, ok := res.Meta[terpmcp.MetaSandbox].(string); ok && c.handle == "" {
+		c.handle = h
 	}
 	return res
 }
@@ -55,7 +76,7 @@ func textOf(res *mcp.CallToolResult) string {
 
 // runCode runs code with the python tool and returns its result, failing
 // on a tool error.
-func runCode(t *testing.T, cs *mcp.ClientSession, code string) *mcp.CallToolResult {
+func runCode(t *testing.T, cs *client, code string) *mcp.CallToolResult {
 	t.Helper()
 	res := call(t, cs, "python", map[string]any{"code": code})
 	if res.IsError {
@@ -65,7 +86,7 @@ func runCode(t *testing.T, cs *mcp.ClientSession, code string) *mcp.CallToolResu
 }
 
 // exerciseSandbox is what every transport must do for a client.
-func exerciseSandbox(t *testing.T, cs *mcp.ClientSession) {
+func exerciseSandbox(t *testing.T, cs *client) {
 	tools, err := cs.ListTools(mcpCtx(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +142,11 @@ func exerciseSandbox(t *testing.T, cs *mcp.ClientSession) {
 	if err != nil || cfg.Width != 400 || cfg.Height != 300 {
 		t.Errorf("the image is %dx%d (%v), want the 400x300 chart", cfg.Width, cfg.Height, err)
 	}
-	if link == nil || link.URI != "terp://work/notes.txt" {
+	wantURI := "terp://work/notes.txt"
+	if cs.handle != "" {
+		wantURI += "?sandbox=" + cs.handle
+	}
+	if link == nil || link.URI != wantURI {
 		t.Fatalf("the text file's result has no link: %+v", res.Content)
 	}
 	read, err := cs.ReadResource(mcpCtx(t), &mcp.ReadResourceParams{URI: link.URI})
@@ -180,7 +205,16 @@ func TestMCPOverStdio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, stderr.String())
 	}
-	exerciseSandbox(t, cs)
+	// The SDK's client asks for the newest protocol, sessionless; over
+	// stdio the process is the session, and no handle is needed.
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("protocol version %s, want 2026-07-28", v)
+	}
+	c := &client{ClientSession: cs}
+	exerciseSandbox(t, c)
+	if c.handle != "" {
+		t.Errorf("over stdio a result gave the handle %s; the session is the sandbox", c.handle)
+	}
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v\n%s", err, stderr.String())
 	}
@@ -198,35 +232,90 @@ func (a authorized) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// Over Streamable HTTP, a client does all it does over stdio, and two
-// client sessions get two sandboxes; so does an SSE session.
+// Over Streamable HTTP, a client of the sessionless protocol does all it
+// does over stdio by passing the handle the first result gave, and a
+// client of the older protocol by its session; two handles, or two
+// sessions, get two sandboxes; so does an SSE session.
 func TestMCPOverHTTP(t *testing.T) {
 	const token = "mcp-test-0123456789abcdef"
 	p := startProcess(t, homeEnv(t, map[string]string{"TERP_MCP_TOKEN": token}), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0")
-	connect := func(tok string) (*mcp.ClientSession, error) {
+	connect := func(tok, version string) (*client, error) {
 		tr := &mcp.StreamableClientTransport{Endpoint: p.base, HTTPClient: &http.Client{Transport: authorized{tok}}}
-		return mcpClient().Connect(mcpCtx(t), tr, nil)
+		cs, err := mcpClient().Connect(mcpCtx(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			return nil, err
+		}
+		if v := cs.InitializeResult().ProtocolVersion; version != "" && v != version {
+			t.Errorf("asked for protocol %s, got %s", version, v)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return &client{ClientSession: cs}, nil
 	}
-	if _, err := connect("wrong"); err == nil {
+	if _, err := connect("wrong", ""); err == nil {
 		t.Error("a client with the wrong token connected")
 	}
-	one, err := connect(token)
+
+	// Sessionless: the handle keeps the sandbox.
+	one, err := connect(token, "")
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log)
 	}
+	if v := one.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the SDK's client negotiated %s, want the sessionless 2026-07-28", v)
+	}
+	if res := call(t, one, "list_files", nil); !res.IsError || !strings.Contains(textOf(res), `pass "sandbox"`) {
+		t.Errorf("list_files naming no sandbox: IsError %v, %q; want a tool error asking for the handle", res.IsError, textOf(res))
+	}
+	res := runCode(t, one, "print(1)")
+	if one.handle == "" || !strings.Contains(textOf(res), `pass "sandbox": "`+one.handle+`"`) {
+		t.Fatalf("the first call's result gave no handle: %q, _meta %v", textOf(res), res.Meta)
+	}
 	exerciseSandbox(t, one)
-	two, err := connect(token)
+	other, err := connect(token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	runCode(t, one, "secret = 'one'")
-	got := textOf(runCode(t, two, "import os\nprint('secret' in globals(), os.path.exists('/work/in.csv'))"))
-	if !strings.Contains(got, "False False") {
+	got := textOf(runCode(t, other, "import os\nprint('secret' in globals(), os.path.exists('/work/in.csv'))"))
+	if !strings.Contains(got, "False False") || other.handle == "" || other.handle == one.handle {
+		t.Errorf("a second client (handle %q) saw %q of the first's sandbox (%q), want neither its variable nor its files",
+			other.handle, got, one.handle)
+	}
+	// The first's handle works from any connection; a made-up one does not.
+	third, err := connect(token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	third.handle = one.handle
+	if got := textOf(runCode(t, third, "print(secret)")); !strings.Contains(got, "one\n") {
+		t.Errorf("another connection with the first's handle read %q, want its variable", got)
+	}
+	res = call(t, third, "python", map[string]any{"code": "print(1)", "sandbox": "sbx_nosuchsandbox"})
+	if !res.IsError || !strings.Contains(textOf(res), "no sandbox sbx_nosuchsandbox") {
+		t.Errorf("an unknown handle: IsError %v, %q; want a tool error", res.IsError, textOf(res))
+	}
+
+	// With sessions (2025-11-25): the session keeps the sandbox.
+	legacy, err := connect(token, "2025-11-25")
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, p.log)
+	}
+	exerciseSandbox(t, legacy)
+	if legacy.handle != "" {
+		t.Errorf("a client with a session was given the handle %s", legacy.handle)
+	}
+	legacy2, err := connect(token, "2025-11-25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCode(t, legacy, "secret = 'legacy'")
+	if got := textOf(runCode(t, legacy2, "import os\nprint('secret' in globals(), os.path.exists('/work/in.csv'))")); !strings.Contains(got, "False False") {
 		t.Errorf("the second session saw %q of the first's sandbox, want neither its variable nor its files", got)
 	}
-	if got := textOf(runCode(t, one, "print(secret)")); !strings.Contains(got, "one") {
+	if got := textOf(runCode(t, legacy, "print(secret)")); !strings.Contains(got, "legacy") {
 		t.Errorf("the first session lost its variable: %q", got)
 	}
+
 	// The legacy SSE transport, as vLLM's tool server client speaks it,
 	// is a session, and a sandbox, of its own too.
 	sse, err := mcpClient().Connect(mcpCtx(t), &mcp.SSEClientTransport{
@@ -234,14 +323,32 @@ func TestMCPOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect to /sse: %v\n%s", err, p.log)
 	}
-	runCode(t, sse, "y = 6 * 7")
-	if got := textOf(runCode(t, sse, "print(y, 'secret' in globals())")); !strings.Contains(got, "42 False") {
+	defer func() { _ = sse.Close() }()
+	sc := &client{ClientSession: sse}
+	runCode(t, sc, "y = 6 * 7")
+	if got := textOf(runCode(t, sc, "print(y, 'secret' in globals())")); !strings.Contains(got, "42 False") {
 		t.Errorf("over SSE: %q, want the variable kept and the other sessions' unseen", got)
 	}
-	for _, cs := range []*mcp.ClientSession{one, two, sse} {
-		if err := cs.Close(); err != nil {
-			t.Error(err)
-		}
+}
+
+// A sandbox that a handle names is closed once unused for --expire-after;
+// its handle is then refused, saying why.
+func TestMCPHandleExpires(t *testing.T) {
+	p := startProcess(t, homeEnv(t, nil), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0", "--expire-after", "1s")
+	cs, err := mcpClient().Connect(mcpCtx(t), &mcp.StreamableClientTransport{Endpoint: p.base}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, p.log)
+	}
+	defer func() { _ = cs.Close() }()
+	c := &client{ClientSession: cs}
+	runCode(t, c, "x = 1")
+	if c.handle == "" {
+		t.Fatal("no handle")
+	}
+	waitFor(t, func() bool { return strings.Contains(p.log.String(), "expired a sandbox") }, "the sandbox to expire")
+	res := call(t, c, "python", map[string]any{"code": "print(x)"})
+	if !res.IsError || !strings.Contains(textOf(res), "expired after 1s") {
+		t.Errorf("the expired handle: IsError %v, %q; want a tool error saying it expired", res.IsError, textOf(res))
 	}
 }
 
@@ -266,7 +373,7 @@ func TestMCPSessionIDHeader(t *testing.T) {
 	// As vLLM is told to run it: --name python, which vLLM takes as the
 	// namespace of gpt-oss's built-in python tool.
 	p := startProcess(t, homeEnv(t, map[string]string{"TERP_MCP_TOKEN": token}), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0", "--name", "python")
-	sse := func(id string) *mcp.ClientSession {
+	sse := func(id string) *client {
 		t.Helper()
 		cs, err := mcpClient().Connect(mcpCtx(t), &mcp.SSEClientTransport{
 			Endpoint: strings.TrimSuffix(p.base, "/mcp") + "/sse", HTTPClient: &http.Client{Transport: vllmClient{token, id}}}, nil)
@@ -274,7 +381,7 @@ func TestMCPSessionIDHeader(t *testing.T) {
 			t.Fatalf("connect to /sse as %s: %v\n%s", id, err, p.log)
 		}
 		t.Cleanup(func() { _ = cs.Close() })
-		return cs
+		return &client{ClientSession: cs}
 	}
 	first := sse("A")
 	if name := first.InitializeResult().ServerInfo.Name; name != "python" {
@@ -296,14 +403,15 @@ func TestMCPSessionIDHeader(t *testing.T) {
 	if got := textOf(call(t, sse("B"), "python", map[string]any{"code": "print('x' in globals())"})); !strings.Contains(got, "False") {
 		t.Errorf("session id B got %q, want A's x unseen", got)
 	}
-	// Over Streamable HTTP the header names the same sandbox.
+	// Over Streamable HTTP, sessionless or not, the header names the same
+	// sandbox, and no handle is minted.
 	cs, err := mcpClient().Connect(mcpCtx(t), &mcp.StreamableClientTransport{
 		Endpoint: p.base, HTTPClient: &http.Client{Transport: vllmClient{token, "A"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
-	if got := textOf(call(t, cs, "python", map[string]any{"code": "print(x * 10)"})); !strings.Contains(got, "410\n") {
+	defer func() { _ = cs.Close() }()
+	if got := textOf(call(t, &client{ClientSession: cs}, "python", map[string]any{"code": "print(x * 10)"})); !strings.Contains(got, "410\n") {
 		t.Errorf("Streamable HTTP with session id A got %q, want A's x (410)", got)
 	}
 }

@@ -253,7 +253,11 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if !slices.Contains(logFormats, opts.logFormat) {
 		return usagef("--log-format is one of %s, not %q", strings.Join(logFormats, ", "), opts.logFormat)
 	}
-	log := serveLogger(f.IO.ErrOut, opts.logFormat, opts.logDebug)
+	level := slog.LevelInfo
+	if opts.logDebug {
+		level = slog.LevelDebug
+	}
+	log := serverLogger(f.IO.ErrOut, opts.logFormat, level)
 	cfg, err := f.Config(onlyFlags(opts.flags, serveConfigFlags))
 	if err != nil {
 		return err
@@ -338,13 +342,10 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	return err
 }
 
-// serveLogger is the server's log on w, in format, at debug level with
-// --log-debug.
-func serveLogger(w io.Writer, format string, debug bool) *slog.Logger {
-	o := &slog.HandlerOptions{Level: slog.LevelInfo}
-	if debug {
-		o.Level = slog.LevelDebug
-	}
+// serverLogger is a server's log on w, in format (one of logFormats), of
+// what is at level or above.
+func serverLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	o := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, o))
 	}

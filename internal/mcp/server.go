@@ -12,10 +12,10 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +47,14 @@ type Config struct {
 	// embedded resource, a chart's image); a larger one comes as a link to
 	// read with resources/read. Zero means DefaultMaxEmbed.
 	MaxEmbed int64
+	// ExpireAfter is how long a sandbox a call names (by x-session-id or
+	// handle) is kept without calls, and an idle HTTP session lasts; then
+	// its conversation is closed. Zero means DefaultExpireAfter.
+	ExpireAfter time.Duration
 }
+
+// DefaultExpireAfter is how long an unused sandbox is kept by default.
+const DefaultExpireAfter = 24 * time.Hour
 
 // DefaultMaxEmbed is the largest file a result carries itself: base64 in
 // JSON makes it a third larger again, and clients hold results in memory.
@@ -61,9 +68,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*session
-	// named are the sandboxes of clients that name their session with
-	// an x-session-id header, by sessionKey; they stay until the server
-	// stops, pausing when idle like any other.
+	// named are the sandboxes a call names itself, with an x-session-id
+	// header or a handle the server minted, by their key (see ref); each
+	// stays until it has been idle for ExpireAfter, pausing when idle like
+	// any other.
 	named  map[string]*session
 	closed bool
 }
@@ -77,23 +85,17 @@ const SessionHeader = "X-Session-Id"
 // field, not a place to store data.
 const maxSessionID = 256
 
-// session is the sandbox of one client session, opened at its first use.
-type session struct {
-	once sync.Once
-	conv *conversation.Conversation
-	err  error
-}
-
-// legacyVersions are the protocol versions served: those with the
-// initialize handshake, whose sessions are what keeps a client's sandbox
-// its own. Clients of the sessionless 2026-07-28 protocol fall back to
-// them (as the Go SDK's does) until terp mints handles of its own.
-var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+// sessionless is the first protocol version without sessions (SEP-2567):
+// over HTTP its clients keep a sandbox by the handle terp mints.
+const sessionless = "2026-07-28"
 
 // New returns the server for cfg.
 func New(cfg Config) *Server {
 	if cfg.MaxEmbed <= 0 {
 		cfg.MaxEmbed = DefaultMaxEmbed
+	}
+	if cfg.ExpireAfter <= 0 {
+		cfg.ExpireAfter = DefaultExpireAfter
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -104,9 +106,8 @@ func New(cfg Config) *Server {
 		name = "terp"
 	}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: name, Title: "terp: sandboxed Python", Version: cfg.Version}, &sdk.ServerOptions{
-		Instructions:              instructions(cfg.Settings),
-		Capabilities:              &sdk.ServerCapabilities{},
-		SupportedProtocolVersions: legacyVersions,
+		Instructions: instructions(cfg.Settings),
+		Capabilities: &sdk.ServerCapabilities{},
 	})
 	s.addTools()
 	return s
@@ -141,162 +142,40 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 
 // Handler serves Streamable HTTP at every path but /sse, and the legacy
 // SSE transport (2024-11-05) at /sse, which vLLM's tool server client uses.
-// It checks no key: the caller wraps it.
+// A Streamable HTTP request of the sessionless protocol (its
+// Mcp-Protocol-Version header says 2026-07-28 or later) is served without
+// a session, the SDK's stateless way; the others with one. It checks no
+// key: the caller wraps it.
 func (s *Server) Handler() http.Handler {
 	get := func(*http.Request) *sdk.Server { return s.sdk }
-	mux := http.NewServeMux()
-	mux.Handle("/sse", sseSessionID(sdk.NewSSEHandler(get, nil)))
-	mux.Handle("/", sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
+	sessions := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 		Logger: s.cfg.Log,
 		// A client that vanished without closing its session lets its
-		// sandbox go after a day; the idle pause has long paused it.
-		SessionTimeout: 24 * time.Hour,
+		// sandbox go when it expires; the idle pause has long paused it.
+		SessionTimeout: s.cfg.ExpireAfter,
+	})
+	stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Logger: s.cfg.Log, Stateless: true})
+	mux := http.NewServeMux()
+	mux.Handle("/sse", sseSessionID(sdk.NewSSEHandler(get, nil)))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionless {
+			stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), statelessKey{}, true)))
+			return
+		}
+		sessions.ServeHTTP(w, r)
 	}))
 	return mux
 }
 
-// sseKey carries the x-session-id of an SSE connection's GET from the
-// request to the session's tool calls: the SDK hands SSE calls no HTTP
-// header, but their contexts descend from the GET's.
-type sseKey struct{}
-
-// sseSessionID puts the x-session-id header of an SSE connection's GET
-// in its context, for sessionID.
-func sseSessionID(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get(SessionHeader); r.Method == http.MethodGet && id != "" {
-			r = r.WithContext(context.WithValue(r.Context(), sseKey{}, id))
-		}
-		h.ServeHTTP(w, r)
-	})
+// workURI is the resource URI of the file rel in /work, of the sandbox
+// handle names or, for "", of the caller's session.
+func workURI(rel, handle string) string {
+	uri := uriPrefix + escapePath(rel)
+	if handle != "" {
+		uri += "?sandbox=" + url.QueryEscape(handle)
+	}
+	return uri
 }
-
-// sessionKey is the key of the sandbox a call names with x-session-id
-// (from its own HTTP request over Streamable HTTP, from the connection's
-// GET over SSE), scoped by the bearer token's user when an authenticator
-// tells one, or "" when the call names none and its transport session is
-// the key.
-func sessionKey(ctx context.Context, extra *sdk.RequestExtra) (string, error) {
-	var id, user string
-	if extra != nil {
-		id = extra.Header.Get(SessionHeader)
-		if extra.TokenInfo != nil {
-			user = extra.TokenInfo.UserID
-		}
-	}
-	if id == "" {
-		id, _ = ctx.Value(sseKey{}).(string)
-	}
-	id = strings.TrimSpace(id)
-	if id == "" {
-		return "", nil
-	}
-	if len(id) > maxSessionID {
-		return "", fmt.Errorf("the %s header is over %d bytes", SessionHeader, maxSessionID)
-	}
-	return user + "\x00" + id, nil
-}
-
-// conversation is the sandbox of a call: the one its x-session-id names,
-// or else its session's, opened at first use. A session's conversation is
-// closed when the session ends; a named one when the server stops.
-func (s *Server) conversation(ctx context.Context, ss *sdk.ServerSession, extra *sdk.RequestExtra) (*conversation.Conversation, error) {
-	key, err := sessionKey(ctx, extra)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, errors.New("the server is stopping")
-	}
-	var sess *session
-	if key != "" {
-		sess = s.named[key]
-		if sess == nil {
-			sess = &session{}
-			s.named[key] = sess
-		}
-	} else {
-		sess = s.sessions[ss]
-		if sess == nil {
-			sess = &session{}
-			s.sessions[ss] = sess
-		}
-	}
-	s.mu.Unlock()
-	sess.once.Do(func() {
-		sess.conv, sess.err = s.cfg.Conversations.Open(context.WithoutCancel(ctx), s.cfg.Settings, conversation.Options{Origin: "mcp", KeepFiles: true})
-		if sess.err != nil {
-			s.mu.Lock()
-			if key != "" {
-				delete(s.named, key)
-			} else {
-				delete(s.sessions, ss)
-			}
-			s.mu.Unlock()
-			return
-		}
-		if key != "" {
-			s.cfg.Log.Info("opened a sandbox", "session_id", key[strings.IndexByte(key, 0)+1:], "conversation", sess.conv.ID)
-			return
-		}
-		s.cfg.Log.Info("opened a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
-		go func() {
-			_ = ss.Wait()
-			s.drop(ss)
-		}()
-	})
-	return sess.conv, sess.err
-}
-
-// drop closes the conversation of a session that ended.
-func (s *Server) drop(ss *sdk.ServerSession) {
-	s.mu.Lock()
-	sess := s.sessions[ss]
-	delete(s.sessions, ss)
-	s.mu.Unlock()
-	if sess == nil || sess.conv == nil {
-		return
-	}
-	for _, w := range sess.conv.Close(context.Background()) {
-		s.cfg.Log.Warn(w, "conversation", sess.conv.ID)
-	}
-	s.cfg.Log.Info("closed a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
-}
-
-// Close closes every conversation, a session's or a named one, pausing its sandbox, and
-// refuses new ones.
-func (s *Server) Close(ctx context.Context) {
-	s.mu.Lock()
-	s.closed = true
-	var all []*conversation.Conversation
-	for ss, sess := range s.sessions {
-		if sess.conv != nil {
-			all = append(all, sess.conv)
-		}
-		delete(s.sessions, ss)
-	}
-	for key, sess := range s.named {
-		if sess.conv != nil {
-			all = append(all, sess.conv)
-		}
-		delete(s.named, key)
-	}
-	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, c := range all {
-		wg.Go(func() {
-			for _, w := range c.Close(ctx) {
-				s.cfg.Log.Warn(w, "conversation", c.ID)
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// workURI is the resource URI of a file in /work.
-func workURI(rel string) string { return uriPrefix + rel }
 
 const uriPrefix = "terp://work/"
 

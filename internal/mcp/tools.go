@@ -34,18 +34,26 @@ const (
 	ResetTool     = "reset"
 )
 
+// sandboxProperty is the optional argument of every tool that names the
+// sandbox by its handle (see sandboxes.go).
+const sandboxProperty = `"sandbox":{"type":"string","description":"The handle (sbx_...) of the sandbox to use, ` +
+	`as an earlier result gave it. Leave it out on a client with sessions; without sessions (MCP 2026-07-28 ` +
+	`over HTTP) the first python or upload_file call makes a sandbox and gives its handle, which every later ` +
+	`call must pass to see the same variables and files."}`
+
 var (
 	codeSchema = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string",` +
-		`"description":"The Python source to run, like a notebook cell: the value of a last bare expression is shown."}},` +
-		`"required":["code"]}`)
+		`"description":"The Python source to run, like a notebook cell: the value of a last bare expression is shown."},` +
+		sandboxProperty + `},"required":["code"]}`)
 	uploadSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"name":{"type":"string","description":"A plain file name (no directory): the file lands at /work/NAME."},` +
 		`"text":{"type":"string","description":"The content as text (UTF-8). Give text or base64, not both."},` +
-		`"base64":{"type":"string","description":"The content as base64, for binary files."}},` +
-		`"required":["name"]}`)
+		`"base64":{"type":"string","description":"The content as base64, for binary files."},` +
+		sandboxProperty + `},"required":["name"]}`)
 	pathSchema = json.RawMessage(`{"type":"object","properties":{"path":{"type":"string",` +
-		`"description":"The file's path relative to /work (or starting with /work/)."}},"required":["path"]}`)
-	emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+		`"description":"The file's path relative to /work (or starting with /work/)."},` +
+		sandboxProperty + `},"required":["path"]}`)
+	sandboxSchema = json.RawMessage(`{"type":"object","properties":{` + sandboxProperty + `}}`)
 )
 
 func (s *Server) addTools() {
@@ -60,16 +68,16 @@ func (s *Server) addTools() {
 	s.sdk.AddTool(&sdk.Tool{Name: UploadTool, InputSchema: uploadSchema,
 		Description: "Write a file to /work/NAME in this session's sandbox, from text or base64 content. " +
 			"An existing file of that name is replaced."}, s.upload)
-	s.sdk.AddTool(&sdk.Tool{Name: ListTool, InputSchema: emptySchema,
+	s.sdk.AddTool(&sdk.Tool{Name: ListTool, InputSchema: sandboxSchema,
 		Description: "List the files in /work with their sizes."}, s.list)
 	s.sdk.AddTool(&sdk.Tool{Name: DownloadTool, InputSchema: pathSchema,
 		Description: fmt.Sprintf("Return a file from /work: its content embedded (up to %s), or a resource "+
 			"link to read with resources/read for a larger file.", config.SizeText(s.cfg.MaxEmbed))}, s.download)
-	s.sdk.AddTool(&sdk.Tool{Name: ResetTool, InputSchema: emptySchema,
+	s.sdk.AddTool(&sdk.Tool{Name: ResetTool, InputSchema: sandboxSchema,
 		Description: "Restart Python in this session's sandbox: variables and imports are gone, files in /work are kept."}, s.reset)
 	s.sdk.AddResourceTemplate(&sdk.ResourceTemplate{
-		Name: "work", Title: "A file in /work", URITemplate: uriPrefix + "{+path}",
-		Description: "A file in this session's sandbox, by its path relative to /work.",
+		Name: "work", Title: "A file in /work", URITemplate: uriPrefix + "{+path}{?sandbox}",
+		Description: "A file in /work of this session's sandbox, or of the sandbox the handle names, by its path relative to /work.",
 	}, s.readResource)
 }
 
@@ -105,9 +113,32 @@ func failed(err error) *sdk.CallToolResult {
 	return toolError("%v", err)
 }
 
+// told is res with what the caller must know of sb: the handle that names
+// it, and that it is new, in its text and in its _meta.
+func told(res *sdk.CallToolResult, sb *box) *sdk.CallToolResult {
+	if sb.handle == "" {
+		return res
+	}
+	line := fmt.Sprintf("[sandbox %s]", sb.handle)
+	if sb.minted {
+		line = fmt.Sprintf(`[sandbox %s] a new sandbox: pass "sandbox": %q in every later call to keep its variables and files`, sb.handle, sb.handle)
+	}
+	if tc, ok := res.Content[0].(*sdk.TextContent); ok {
+		tc.Text += "\n" + line
+	} else {
+		res.Content = append(res.Content, &sdk.TextContent{Text: line})
+	}
+	res.Meta = sdk.Meta{MetaSandbox: sb.handle}
+	return res
+}
+
+// MetaSandbox is the _meta key of a result that names its sandbox's handle.
+const MetaSandbox = "terp.dev/sandbox"
+
 func (s *Server) python(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	var in struct {
-		Code *string `json:"code"`
+		Code    *string `json:"code"`
+		Sandbox string  `json:"sandbox"`
 	}
 	if bad := args(req, &in); bad != nil {
 		return bad, nil
@@ -115,11 +146,12 @@ func (s *Server) python(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 	if in.Code == nil || strings.TrimSpace(*in.Code) == "" {
 		return toolError(`the code is missing or empty: call %s with {"code": "<python source>"}`, req.Params.Name), nil
 	}
-	conv, err := s.conversation(ctx, req.Session, req.Extra)
+	sb, err := s.use(ctx, req.Session, req.Extra, in.Sandbox, true)
 	if err != nil {
 		return failed(err), nil
 	}
-	run, err := conv.Run(ctx, *in.Code)
+	defer sb.done()
+	run, err := sb.conv.Run(ctx, *in.Code)
 	if err != nil {
 		return failed(err), nil
 	}
@@ -132,9 +164,9 @@ func (s *Server) python(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 		if !named[f.Path] {
 			continue
 		}
-		res.Content = append(res.Content, s.fileContent(ctx, conv, f))
+		res.Content = append(res.Content, s.fileContent(ctx, sb, f))
 	}
-	return res, nil
+	return told(res, sb), nil
 }
 
 // runText is a run as the client's model reads it: stdout, stderr, the
@@ -182,19 +214,20 @@ var imageTypes = map[string]string{
 
 // fileContent is how a file a run saved comes back: an image of a chart
 // small enough to embed, a link to read for anything else.
-func (s *Server) fileContent(ctx context.Context, conv *conversation.Conversation, f sandbox.FileInfo) sdk.Content {
+func (s *Server) fileContent(ctx context.Context, sb *box, f sandbox.FileInfo) sdk.Content {
 	typ, isImage := imageTypes[strings.ToLower(path.Ext(f.Path))]
 	if isImage && f.Size <= s.cfg.MaxEmbed {
-		if b, err := readAll(ctx, conv, f.Path, s.cfg.MaxEmbed); err == nil {
+		if b, err := readAll(ctx, sb.conv, f.Path, s.cfg.MaxEmbed); err == nil {
 			return &sdk.ImageContent{Data: b, MIMEType: typ}
 		}
 	}
-	return s.link(f)
+	return link(sb, f)
 }
 
-func (s *Server) link(f sandbox.FileInfo) *sdk.ResourceLink {
+// link is a resource link to the file f of sb.
+func link(sb *box, f sandbox.FileInfo) *sdk.ResourceLink {
 	size := f.Size
-	return &sdk.ResourceLink{URI: workURI(escapePath(f.Path)), Name: path.Base(f.Path), Title: sandboxPath(f.Path),
+	return &sdk.ResourceLink{URI: workURI(f.Path, sb.handle), Name: path.Base(f.Path), Title: sandboxPath(f.Path),
 		MIMEType: mimeType(f.Path), Size: &size}
 }
 
@@ -236,9 +269,10 @@ func readAll(ctx context.Context, conv *conversation.Conversation, rel string, l
 
 func (s *Server) upload(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	var in struct {
-		Name   string  `json:"name"`
-		Text   *string `json:"text"`
-		Base64 *string `json:"base64"`
+		Name    string  `json:"name"`
+		Text    *string `json:"text"`
+		Base64  *string `json:"base64"`
+		Sandbox string  `json:"sandbox"`
 	}
 	if bad := args(req, &in); bad != nil {
 		return bad, nil
@@ -258,23 +292,34 @@ func (s *Server) upload(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 	default:
 		return toolError(`give the content: {"name": "data.csv", "text": "..."} or {"name": "image.png", "base64": "..."}`), nil
 	}
-	conv, err := s.conversation(ctx, req.Session, req.Extra)
+	sb, err := s.use(ctx, req.Session, req.Extra, in.Sandbox, true)
 	if err != nil {
 		return failed(err), nil
 	}
-	where, err := conv.Put(ctx, in.Name, bytes.NewReader(content))
+	defer sb.done()
+	where, err := sb.conv.Put(ctx, in.Name, bytes.NewReader(content))
 	if err != nil {
 		return failed(err), nil
 	}
-	return text(fmt.Sprintf("uploaded %s (%s)", where, config.SizeText(int64(len(content))))), nil
+	return told(text(fmt.Sprintf("uploaded %s (%s)", where, config.SizeText(int64(len(content))))), sb), nil
+}
+
+// sandboxArg is the arguments of a tool that takes no others.
+type sandboxArg struct {
+	Sandbox string `json:"sandbox"`
 }
 
 func (s *Server) list(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	conv, err := s.conversation(ctx, req.Session, req.Extra)
+	var in sandboxArg
+	if bad := args(req, &in); bad != nil {
+		return bad, nil
+	}
+	sb, err := s.use(ctx, req.Session, req.Extra, in.Sandbox, false)
 	if err != nil {
 		return failed(err), nil
 	}
-	files, err := conv.Files(ctx)
+	defer sb.done()
+	files, err := sb.conv.Files(ctx)
 	if err != nil && len(files) == 0 {
 		return failed(err), nil
 	}
@@ -288,12 +333,13 @@ func (s *Server) list(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 	if err != nil {
 		b.WriteString(err.Error())
 	}
-	return text(b.String()), nil
+	return told(text(b.String()), sb), nil
 }
 
 func (s *Server) download(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	var in struct {
-		Path string `json:"path"`
+		Path    string `json:"path"`
+		Sandbox string `json:"sandbox"`
 	}
 	if bad := args(req, &in); bad != nil {
 		return bad, nil
@@ -302,21 +348,24 @@ func (s *Server) download(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if rel == "" || rel == "." {
 		return toolError(`give the path of a file in /work: {"path": "chart.png"}`), nil
 	}
-	conv, err := s.conversation(ctx, req.Session, req.Extra)
+	sb, err := s.use(ctx, req.Session, req.Extra, in.Sandbox, false)
 	if err != nil {
 		return failed(err), nil
 	}
-	b, err := readAll(ctx, conv, rel, s.cfg.MaxEmbed)
+	defer sb.done()
+	b, err := readAll(ctx, sb.conv, rel, s.cfg.MaxEmbed)
 	switch {
 	case err == nil:
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: contents(rel, b)}}}, nil
+		rc := contents(rel, b)
+		rc.URI = workURI(rel, sb.handle)
+		return told(&sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: rc}}}, sb), nil
 	case isMissing(err):
 		return toolError("%s is not there; list_files shows what is", sandboxPath(rel)), nil
 	}
 	// Too large to embed (or unreadable, which resources/read will say):
 	// a link, with the size when the listing knows it.
 	f := sandbox.FileInfo{Path: rel}
-	if files, _ := conv.Files(ctx); files != nil {
+	if files, _ := sb.conv.Files(ctx); files != nil {
 		for _, fi := range files {
 			if fi.Path == rel {
 				f = fi
@@ -324,13 +373,13 @@ func (s *Server) download(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 		}
 	}
 	res := text(fmt.Sprintf("%s is larger than %s; read it with resources/read at the link", sandboxPath(rel), config.SizeText(s.cfg.MaxEmbed)))
-	res.Content = append(res.Content, s.link(f))
-	return res, nil
+	res.Content = append(res.Content, link(sb, f))
+	return told(res, sb), nil
 }
 
 // contents is a file as a resource: text when it is UTF-8 text, else a blob.
 func contents(rel string, b []byte) *sdk.ResourceContents {
-	rc := &sdk.ResourceContents{URI: workURI(escapePath(rel)), MIMEType: mimeType(rel)}
+	rc := &sdk.ResourceContents{URI: workURI(rel, ""), MIMEType: mimeType(rel)}
 	if strings.HasPrefix(rc.MIMEType, "text/") || (!strings.HasPrefix(rc.MIMEType, "image/") && utf8.Valid(b) && !bytes.ContainsRune(b, 0)) {
 		rc.Text = string(b)
 		if rc.MIMEType == "application/octet-stream" {
@@ -343,14 +392,19 @@ func contents(rel string, b []byte) *sdk.ResourceContents {
 }
 
 func (s *Server) reset(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	conv, err := s.conversation(ctx, req.Session, req.Extra)
+	var in sandboxArg
+	if bad := args(req, &in); bad != nil {
+		return bad, nil
+	}
+	sb, err := s.use(ctx, req.Session, req.Extra, in.Sandbox, false)
 	if err != nil {
 		return failed(err), nil
 	}
-	if err := conv.Restart(ctx); err != nil {
+	defer sb.done()
+	if err := sb.conv.Restart(ctx); err != nil {
 		return failed(err), nil
 	}
-	return text("Python was restarted: variables and imports are gone, files in /work were kept."), nil
+	return told(text("Python was restarted: variables and imports are gone, files in /work were kept."), sb), nil
 }
 
 // readResource reads terp://work/PATH from the caller's sandbox, up to
@@ -360,15 +414,18 @@ func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest)
 	if !strings.HasPrefix(uri, uriPrefix) {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
-	rel, err := url.PathUnescape(strings.TrimPrefix(uri, uriPrefix))
-	if err != nil || rel == "" {
+	rest, query, _ := strings.Cut(strings.TrimPrefix(uri, uriPrefix), "?")
+	rel, err := url.PathUnescape(rest)
+	q, qerr := url.ParseQuery(query)
+	if err != nil || qerr != nil || rel == "" {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
-	conv, err := s.conversation(ctx, req.Session, req.Extra)
+	sb, err := s.use(ctx, req.Session, req.Extra, q.Get("sandbox"), false)
 	if err != nil {
 		return nil, err
 	}
-	b, err := readAll(ctx, conv, rel, s.cfg.Settings.MaxDownloadSize)
+	defer sb.done()
+	b, err := readAll(ctx, sb.conv, rel, s.cfg.Settings.MaxDownloadSize)
 	if isMissing(err) {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
