@@ -193,9 +193,11 @@ func exerciseSandbox(t *testing.T, cs *client) {
 	}
 }
 
-func TestMCPOverStdio(t *testing.T) {
+// mcpStdio connects to terp mcp over stdio, as a client that starts it,
+// with env; the test fails if terp said anything on stderr.
+func mcpStdio(t *testing.T, env map[string]string) *client {
 	cmd := exec.Command(terptest.Binary(t), "mcp")
-	for k, v := range homeEnv(t, nil) {
+	for k, v := range homeEnv(t, env) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"))
@@ -205,22 +207,41 @@ func TestMCPOverStdio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, stderr.String())
 	}
+	t.Cleanup(func() {
+		if err := cs.Close(); err != nil {
+			t.Errorf("close: %v\n%s", err, stderr.String())
+		}
+		if s := stderr.String(); s != "" {
+			t.Errorf("terp mcp said on stderr:\n%s", s)
+		}
+	})
+	return &client{ClientSession: cs}
+}
+
+func TestMCPOverStdio(t *testing.T) {
+	c := mcpStdio(t, nil)
 	// The SDK's client asks for the newest protocol, sessionless; over
 	// stdio the process is the session, and no handle is needed.
-	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+	if v := c.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Errorf("protocol version %s, want 2026-07-28", v)
 	}
-	c := &client{ClientSession: cs}
 	exerciseSandbox(t, c)
 	if c.handle != "" {
 		t.Errorf("over stdio a result gave the handle %s; the session is the sandbox", c.handle)
 	}
-	if err := cs.Close(); err != nil {
-		t.Errorf("close: %v\n%s", err, stderr.String())
-	}
-	if s := stderr.String(); s != "" {
-		t.Errorf("terp mcp said on stderr:\n%s", s)
-	}
+}
+
+// On the Docker backend, and on a remote one (terp sandbox serve, through
+// the cpuos client), an MCP client gets the same.
+func TestMCPDocker(t *testing.T) {
+	exerciseSandbox(t, mcpStdio(t, map[string]string{"TERP_SANDBOX": "docker", "TERP_DOCKER_IMAGE": terptest.DockerImage(t)}))
+}
+
+func TestMCPCpuos(t *testing.T) {
+	const token = "sandbox-token-0123456789"
+	sandboxes := startProcess(t, homeEnv(t, map[string]string{"CPUOS_API_KEY": token}),
+		`serving sandboxes on (http://\S+)`, "sandbox", "serve", "--listen", "127.0.0.1:0")
+	exerciseSandbox(t, mcpStdio(t, map[string]string{"TERP_SANDBOX": "cpuos", "TERP_CPUOS_URL": sandboxes.base, "CPUOS_API_KEY": token}))
 }
 
 // authorized adds the bearer token to every request.

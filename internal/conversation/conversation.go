@@ -56,6 +56,7 @@ type Conversation struct {
 	// wakes it; written under mu, read without it by Paused.
 	paused     atomic.Bool
 	closed     bool        // Close has run
+	closing    bool        // Close has begun: no new turn or file call
 	idle       *time.Timer // pauses the sandbox after idle_pause
 	awakeSince time.Time   // when the sandbox was created or last resumed
 
@@ -205,9 +206,13 @@ func (c *Conversation) Paused() bool { return c.paused.Load() }
 // lifetime). When begin fails there is no end to come, so it lets the pause
 // be armed again.
 func (c *Conversation) begin(ctx context.Context) (err error) {
-	c.running.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed || c.closing {
+		return errors.New("the conversation is closed")
+	}
+	// Added to under mu, before closing is set: Close's Wait comes after.
+	c.running.Add(1)
 	c.busy++
 	defer func() {
 		if err != nil {
@@ -215,9 +220,6 @@ func (c *Conversation) begin(ctx context.Context) (err error) {
 			c.running.Done()
 		}
 	}()
-	if c.closed {
-		return errors.New("the conversation is closed")
-	}
 	if c.idle != nil {
 		c.idle.Stop()
 	}
@@ -406,6 +408,9 @@ func (c *Conversation) replacedNote() string {
 // It returns what the user should still hear, the problems of closing
 // included.
 func (c *Conversation) Close(ctx context.Context) []string {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	done := make(chan struct{})
 	go func() { c.running.Wait(); close(done) }()
 	select {

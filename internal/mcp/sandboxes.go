@@ -164,9 +164,11 @@ func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.Requ
 		sess.expiry.Stop()
 		sess.expiry = nil
 	}
+	s.busy.Add(1)
 	s.mu.Unlock()
 
 	sess.once.Do(func() { s.open(ctx, ss, key, sess) })
+	s.busy.Done()
 	done := func() { s.release(key, sess) }
 	if sess.err != nil {
 		done()
@@ -221,12 +223,14 @@ func (s *Server) release(key string, sess *session) {
 // expire closes a named sandbox that has had no call for ExpireAfter.
 func (s *Server) expire(key string, sess *session) {
 	s.mu.Lock()
-	if sess.calls > 0 || s.named[key] != sess {
+	if s.closed || sess.calls > 0 || s.named[key] != sess {
 		s.mu.Unlock()
 		return
 	}
 	delete(s.named, key)
+	s.busy.Add(1)
 	s.mu.Unlock()
+	defer s.busy.Done()
 	if sess.conv == nil {
 		return
 	}
@@ -236,13 +240,20 @@ func (s *Server) expire(key string, sess *session) {
 	s.cfg.Log.Info("expired a sandbox", "conversation", sess.conv.ID, "idle", s.cfg.ExpireAfter)
 }
 
-// drop closes the conversation of a session that ended.
+// drop closes the conversation of a session that ended. Once the server
+// is closed, Close does.
 func (s *Server) drop(ss *sdk.ServerSession) {
 	s.mu.Lock()
 	sess := s.sessions[ss]
+	if s.closed || sess == nil {
+		s.mu.Unlock()
+		return
+	}
 	delete(s.sessions, ss)
+	s.busy.Add(1)
 	s.mu.Unlock()
-	if sess == nil || sess.conv == nil {
+	defer s.busy.Done()
+	if sess.conv == nil {
 		return
 	}
 	for _, w := range sess.conv.Close(context.Background()) {
@@ -252,10 +263,14 @@ func (s *Server) drop(ss *sdk.ServerSession) {
 }
 
 // Close closes every conversation, a session's or a named one, pausing its
-// sandbox, and refuses new ones.
+// sandbox, and refuses new ones. It waits for the opens, drops and
+// expiries under way first, so that none is left half done.
 func (s *Server) Close(ctx context.Context) {
 	s.mu.Lock()
 	s.closed = true
+	s.mu.Unlock()
+	s.busy.Wait()
+	s.mu.Lock()
 	var all []*conversation.Conversation
 	for ss, sess := range s.sessions {
 		if sess.conv != nil {

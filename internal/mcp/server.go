@@ -74,6 +74,11 @@ type Server struct {
 	// any other.
 	named  map[string]*session
 	closed bool
+	// busy counts what opens or closes a conversation outside mu (an open,
+	// a session's drop, an expiry): Close waits for it, so that nothing is
+	// opened after it nor left closing when it returns. Added to under mu
+	// while not closed.
+	busy sync.WaitGroup
 }
 
 // SessionHeader is the HTTP header by which a client names its session

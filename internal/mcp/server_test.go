@@ -385,17 +385,22 @@ func TestInvalidCallsAreToolErrors(t *testing.T) {
 
 // A path that climbs out of /work is confined to it: download_file and
 // resources/read look for /work/etc/passwd, which is not there, and say
-// so; nothing outside /work is read.
+// so, and an absolute path outside /work is refused; nothing outside /work
+// is read.
 func TestPathEscapingWorkIsConfined(t *testing.T) {
 	w := newWorld(t, worldOptions{})
 	cs := w.connect(t)
 	if res := call(t, cs, UploadTool, map[string]any{"name": "passwd", "text": "in work"}); res.IsError {
 		t.Fatalf("upload: %s", textOf(res))
 	}
-	for _, p := range []string{"../../etc/passwd", "/work/../../etc/passwd", "/etc/passwd"} {
+	for p, want := range map[string]string{
+		"../../etc/passwd":       "/work/etc/passwd is not there",
+		"/work/../../etc/passwd": "/etc/passwd is outside /work",
+		"/etc/passwd":            "/etc/passwd is outside /work",
+	} {
 		res := call(t, cs, DownloadTool, map[string]any{"path": p})
-		if !res.IsError || !strings.Contains(textOf(res), "/work/etc/passwd is not there") {
-			t.Errorf("download_file %q = %q (error %v), want /work/etc/passwd not there", p, textOf(res), res.IsError)
+		if !res.IsError || !strings.Contains(textOf(res), want) {
+			t.Errorf("download_file %q = %q (error %v), want %q", p, textOf(res), res.IsError, want)
 		}
 		if len(res.Content) != 1 {
 			t.Errorf("download_file %q returned %d contents, want only the error", p, len(res.Content))

@@ -262,9 +262,28 @@ func readAll(ctx context.Context, conv *conversation.Conversation, rel string, l
 		return nil, err
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is over %s", sandboxPath(rel), config.SizeText(limit))
+		return nil, fmt.Errorf("%s is over %s: %w", sandboxPath(rel), config.SizeText(limit), errTooLarge)
 	}
 	return b, nil
+}
+
+// errTooLarge is a file over the size readAll was given.
+var errTooLarge = errors.New("too large to read whole")
+
+// workRel is the path relative to /work of p, a path relative to /work or
+// an absolute one in it (a relative path is kept in /work, however many
+// "..", as the sandbox does); ok is false for an absolute path outside
+// /work. "" is /work itself.
+func workRel(p string) (rel string, ok bool) {
+	if strings.HasPrefix(p, "/") {
+		clean := path.Clean(p)
+		if clean == sandbox.WorkDir {
+			return "", true
+		}
+		rel, ok = strings.CutPrefix(clean, sandbox.WorkDir+"/")
+		return rel, ok
+	}
+	return strings.TrimPrefix(path.Clean("/"+p), "/"), true
 }
 
 func (s *Server) upload(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -344,8 +363,11 @@ func (s *Server) download(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if bad := args(req, &in); bad != nil {
 		return bad, nil
 	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(in.Path, sandbox.WorkDir+"/")), "/"), "./")
-	if rel == "" || rel == "." {
+	rel, ok := workRel(in.Path)
+	if !ok {
+		return toolError(`%s is outside /work: give the path of a file in /work, such as {"path": "chart.png"}`, path.Clean(in.Path)), nil
+	}
+	if rel == "" {
 		return toolError(`give the path of a file in /work: {"path": "chart.png"}`), nil
 	}
 	sb, err := s.use(ctx, req.Session, req.Extra, in.Sandbox, false)
@@ -361,9 +383,10 @@ func (s *Server) download(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 		return told(&sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: rc}}}, sb), nil
 	case isMissing(err):
 		return toolError("%s is not there; list_files shows what is", sandboxPath(rel)), nil
+	case !errors.Is(err, errTooLarge):
+		return failed(err), nil
 	}
-	// Too large to embed (or unreadable, which resources/read will say):
-	// a link, with the size when the listing knows it.
+	// Too large to embed: a link, with the size when the listing knows it.
 	f := sandbox.FileInfo{Path: rel}
 	if files, _ := sb.conv.Files(ctx); files != nil {
 		for _, fi := range files {
