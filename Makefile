@@ -14,10 +14,13 @@ LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib
 TEST_DEBS := $(DEBS) tmux postgresql
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
-# The npm package of the Node SDK test (TestNodeSDK), and the Node.js it
-# falls back on: npm's openai 6 needs Node.js 20, Debian 12's nodejs is 18.
-NODE_SDK     := internal/serve/testdata/node
-NODE_RUNTIME := 20.20.2
+# The npm package of the tests that run real Node.js clients (TestNodeSDK:
+# npm's openai; TestMCPInspector: the MCP Inspector's CLI), the oldest
+# Node.js they run on (the Inspector 2 needs 22.19; Debian 12's nodejs is
+# 18), and the one node-deps falls back on. terptest.NodeMin says the same.
+NODE_PKG     := testdata/node
+NODE_MIN     := 22.19
+NODE_RUNTIME := 22.23.5
 
 .PHONY: build test test-unprivileged lint fmt bench loadtest soak install deps test-deps node-deps apt-install example clean docker-test-image
 
@@ -29,31 +32,32 @@ install:
 	@echo "installed $(PREFIX)/bin/terp"
 
 # deps installs the sandbox's packages that are missing (apt-get; sudo when
-# not root); test-deps the tests' too, and the Node SDK test's. A machine
-# where that last part fails still runs the other tests: the Node test then
-# skips, saying so (and .ci/run fails).
+# not root); test-deps the tests' too, and the Node client tests'. A machine
+# where that last part fails still runs the other tests: the Node tests then
+# skip, saying so (and .ci/run fails).
 deps:
 	@$(MAKE) --no-print-directory apt-install PKGS="$(DEBS)"
 
 test-deps:
 	@$(MAKE) --no-print-directory apt-install PKGS="$(TEST_DEBS)"
-	@$(MAKE) --no-print-directory node-deps || echo "node-deps failed (above): the Node SDK test will skip"
+	@$(MAKE) --no-print-directory node-deps || echo "node-deps failed (above): the Node client tests will skip"
 
 # node-deps installs Debian's nodejs and npm when there is no npm (checked
 # by command: NodeSource's nodejs brings its own npm and conflicts with
 # Debian's), Node.js $(NODE_RUNTIME) from npm's node-linux-* package into
-# $(NODE_SDK)/runtime when the machine's node is older than 20, and the
-# test's npm packages from package-lock.json when they changed.
+# $(NODE_PKG)/runtime when neither the machine's node nor one installed
+# there before is $(NODE_MIN) or later, and the tests' npm packages from
+# package-lock.json when they changed.
 node-deps:
 	@command -v npm >/dev/null || $(MAKE) --no-print-directory apt-install PKGS="nodejs npm"
-	@major=$$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0); \
-	if [ "$$major" -lt 20 ] && [ ! -x $(NODE_SDK)/runtime/node_modules/.bin/node ]; then \
-		case $$(uname -m) in x86_64) arch=x64;; aarch64) arch=arm64;; *) echo "no Node.js 20 for $$(uname -m) on npm"; exit 1;; esac; \
-		echo "Node.js $$major is older than 20: installing node-linux-$$arch@$(NODE_RUNTIME) into $(NODE_SDK)/runtime"; \
-		npm install --prefix $(NODE_SDK)/runtime --no-save --no-package-lock --no-audit --no-fund node-linux-$$arch@$(NODE_RUNTIME); \
+	@recent() { "$$1" -e 'const [a, b] = process.versions.node.split(".").map(Number), [x, y] = "$(NODE_MIN)".split(".").map(Number); process.exit(a > x || (a === x && b >= y) ? 0 : 1)' 2>/dev/null; }; \
+	if ! recent node && ! recent $(NODE_PKG)/runtime/node_modules/.bin/node; then \
+		case $$(uname -m) in x86_64) arch=x64;; aarch64) arch=arm64;; *) echo "no Node.js $(NODE_RUNTIME) for $$(uname -m) on npm"; exit 1;; esac; \
+		echo "Node.js $$(node --version 2>/dev/null || echo missing) is older than $(NODE_MIN): installing node-linux-$$arch@$(NODE_RUNTIME) into $(NODE_PKG)/runtime"; \
+		npm install --prefix $(NODE_PKG)/runtime --no-save --no-package-lock --no-audit --no-fund node-linux-$$arch@$(NODE_RUNTIME); \
 	fi
-	@[ $(NODE_SDK)/node_modules/.package-lock.json -nt $(NODE_SDK)/package-lock.json ] || \
-		npm ci --prefix $(NODE_SDK) --no-audit --no-fund
+	@[ $(NODE_PKG)/node_modules/.package-lock.json -nt $(NODE_PKG)/package-lock.json ] || \
+		npm ci --prefix $(NODE_PKG) --no-audit --no-fund
 
 apt-install:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -18,8 +18,8 @@ import (
 )
 
 // nodeSDK is the npm package of client.mjs, an app written for OpenAI with
-// the official Node SDK.
-const nodeSDK = "testdata/node"
+// the official Node SDK; the MCP Inspector test (internal/cli) shares it.
+const nodeSDK = "../../testdata/node"
 
 // nodeReport is one line client.mjs prints: what the app saw in one flow.
 // Each flow fills the fields it has.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,9 +149,10 @@ func DockerImage(t testing.TB) string {
 	return img
 }
 
-// NodeMajor is the oldest Node.js the openai package (v6) supports; older
-// ones fail on the first file upload.
-const NodeMajor = 20
+// NodeMin is the oldest Node.js, major and minor, the tests' npm packages
+// run on: the MCP Inspector 2 needs 22.19 (npm's openai 6 needs 20). The
+// Makefile's NODE_MIN says the same.
+var NodeMin = [2]int{22, 19}
 
 // nodeTold is done once Node's skip was announced.
 var nodeTold sync.Once
@@ -160,12 +160,12 @@ var nodeTold sync.Once
 // Node returns the node binary that runs the scripts of pkg, an npm package
 // directory whose node_modules must hold every name in needs. The Node.js
 // that `make test-deps` installs into pkg/runtime, on a machine whose own is
-// older than NodeMajor, comes first; then node on PATH. Without a recent
+// older than NodeMin, comes first; then node on PATH. Without a recent
 // enough node or without the packages the test is skipped, loudly, saying
 // how to install them.
 func Node(t testing.TB, pkg string, needs ...string) string {
 	t.Helper()
-	install := fmt.Sprintf("run `make test-deps`, or install Node.js %d+ and `npm ci --prefix %s`", NodeMajor, fromRoot(pkg))
+	install := fmt.Sprintf("run `make test-deps`, or install Node.js %d.%d+ and `npm ci --prefix %s`", NodeMin[0], NodeMin[1], fromRoot(pkg))
 	node := filepath.Join(pkg, "runtime", "node_modules", ".bin", "node")
 	if _, err := os.Stat(node); err != nil {
 		if node, err = exec.LookPath("node"); err != nil {
@@ -177,9 +177,10 @@ func Node(t testing.TB, pkg string, needs ...string) string {
 		t.Fatalf("%s --version: %v", node, err)
 	}
 	version := strings.TrimSpace(string(out))
-	major, _ := strconv.Atoi(strings.SplitN(strings.TrimPrefix(version, "v"), ".", 2)[0])
-	if major < NodeMajor {
-		skipLoudly(t, &nodeTold, fmt.Sprintf("NODE TESTS SKIPPED: %s is Node.js %s, older than %d; %s", node, version, NodeMajor, install))
+	var got [2]int
+	_, _ = fmt.Sscanf(version, "v%d.%d", &got[0], &got[1])
+	if got[0] < NodeMin[0] || got[0] == NodeMin[0] && got[1] < NodeMin[1] {
+		skipLoudly(t, &nodeTold, fmt.Sprintf("NODE TESTS SKIPPED: %s is Node.js %s, older than %d.%d; %s", node, version, NodeMin[0], NodeMin[1], install))
 	}
 	for _, name := range needs {
 		if _, err := os.Stat(filepath.Join(pkg, "node_modules", name, "package.json")); err != nil {
