@@ -95,8 +95,8 @@ func (in inspector) run(t *testing.T, target []string, args ...string) inspector
 }
 
 // listAndRun is what a developer checks first with the Inspector: the
-// tools are listed, and python runs code.
-func (in inspector) listAndRun(t *testing.T, target []string) {
+// tools are listed, and python runs code. It returns the text of the run.
+func (in inspector) listAndRun(t *testing.T, target []string) string {
 	list := in.run(t, target, "--method", "tools/list")
 	var names []string
 	for _, tool := range list.Result.Tools {
@@ -118,6 +118,7 @@ func (in inspector) listAndRun(t *testing.T, target []string) {
 	if res.IsError || !strings.Contains(text.String(), "42") {
 		t.Errorf("python print(6*7): isError %v, text %q; want 42", res.IsError, text.String())
 	}
+	return text.String()
 }
 
 // The MCP Inspector's command-line mode, the tool developers reach for to
@@ -126,6 +127,8 @@ func (in inspector) listAndRun(t *testing.T, target []string) {
 func TestMCPInspector(t *testing.T) {
 	in := newInspector(t)
 	t.Run("stdio", func(t *testing.T) {
+		// By default (legacy) the Inspector asks for 2025-11-25 with
+		// initialize; the modern era speaks 2026-07-28 over stdio too.
 		// The Inspector gives the server only a few of its own variables
 		// (HOME, PATH and the like): the rest of terp's home goes by -e.
 		var target []string
@@ -133,10 +136,17 @@ func TestMCPInspector(t *testing.T) {
 			target = append(target, "-e", k+"="+v)
 		}
 		in.listAndRun(t, append(target, terptest.Binary(t), "mcp"))
+		in.listAndRun(t, append(append([]string{"--protocol-era", "modern"}, target...), terptest.Binary(t), "mcp"))
 	})
 	t.Run("http", func(t *testing.T) {
 		p := startProcess(t, homeEnv(t, nil), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0")
 		in.listAndRun(t, []string{"--transport", "http", "--server-url", p.base})
+		// The sessionless protocol (2026-07-28), where the first run makes
+		// a sandbox and gives its handle.
+		got := in.listAndRun(t, []string{"--transport", "http", "--server-url", p.base, "--protocol-era", "modern"})
+		if !strings.Contains(got, `[sandbox sbx_`) {
+			t.Errorf("over the sessionless protocol the run's text is %q, want the new sandbox's handle", got)
+		}
 		if t.Failed() {
 			t.Logf("terp mcp said:\n%s", p.log)
 		}
