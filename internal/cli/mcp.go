@@ -36,6 +36,8 @@ type mcpOptions struct {
 	expireAfter time.Duration
 	// logFormat is one of logFormats.
 	logFormat string
+	// maxRequest bounds an HTTP request's body.
+	maxRequest int64
 }
 
 // mcpConfigFlags are the run flags that make sense without a model.
@@ -93,6 +95,8 @@ See docs/mcp.md for the tools' schemas and client configuration.`,
 	fl.StringVar(&opts.name, "name", "terp", "the server's `NAME` told to clients; vLLM's --tool-server uses it as the tool namespace, and gpt-oss's python tool wants python")
 	fl.DurationVar(&opts.grace, "grace", 10*time.Second, "on SIGTERM, how long running calls may finish (--http)")
 	fl.DurationVar(&opts.expireAfter, "expire-after", terpmcp.DefaultExpireAfter, "close a sandbox that an x-session-id or a handle names, or an HTTP session, after `DURATION` without calls")
+	opts.maxRequest = terpmcp.DefaultMaxRequest
+	fl.Var(sizeValue{&opts.maxRequest}, "max-request-size", "largest HTTP request body (`SIZE`): an upload_file carries its file in it as base64, a third larger")
 	fl.StringVar(&opts.logFormat, "log-format", logFormats[0], "the log's `FORMAT` on stderr: "+strings.Join(logFormats, " or "))
 	if err := cmd.RegisterFlagCompletionFunc("log-format", completeChoices(logFormats)); err != nil {
 		panic(err)
@@ -143,7 +147,7 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
 	})
 	srv := terpmcp.New(terpmcp.Config{Conversations: svc, Settings: cfg, Name: opts.name, Version: versionString(),
-		Log: log, ExpireAfter: opts.expireAfter})
+		Log: log, ExpireAfter: opts.expireAfter, MaxRequest: opts.maxRequest})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"image/png"
 	"maps"
 	"net/http"
@@ -442,5 +444,40 @@ func TestMCPNeedsATokenOffLoopback(t *testing.T) {
 	r := terp(t, nil, "", "mcp", "--http", "0.0.0.0:8765")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "TERP_MCP_TOKEN") {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 naming TERP_MCP_TOKEN", r.code, r.stderr)
+	}
+}
+
+// An upload travels in the HTTP request as base64: one within
+// --max-request-size lands whole (past the SDK's own default of 4 MiB), a
+// larger request is refused with 413 (the SDK's client then closes), and
+// the sandbox keeps what it had.
+func TestMCPUploadSize(t *testing.T) {
+	p := startProcess(t, homeEnv(t, nil), `serving MCP on (http://\S+/mcp)`, "mcp", "--http", "127.0.0.1:0", "--max-request-size", "8MiB")
+	connect := func() *client {
+		cs, err := mcpClient().Connect(mcpCtx(t), &mcp.StreamableClientTransport{Endpoint: p.base}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, p.log)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return &client{ClientSession: cs}
+	}
+	c := connect()
+	blob := bytes.Repeat([]byte{0, 1, 2, 3, 0xfe, 0xff}, 5<<20/6) // 5 MiB: 6.7 MiB as base64
+	if res := call(t, c, "upload_file", map[string]any{"name": "big.bin", "base64": base64.StdEncoding.EncodeToString(blob)}); res.IsError {
+		t.Fatalf("upload of 5 MiB: %s", textOf(res))
+	}
+	got := textOf(runCode(t, c, "import hashlib\nprint(len(open('/work/big.bin','rb').read()), hashlib.sha256(open('/work/big.bin','rb').read()).hexdigest())"))
+	if want := fmt.Sprintf("%d %x", len(blob), sha256.Sum256(blob)); !strings.Contains(got, want) {
+		t.Errorf("the sandbox read %q, want %q", got, want)
+	}
+	_, err := c.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: "upload_file",
+		Arguments: map[string]any{"name": "bigger.bin", "base64": base64.StdEncoding.EncodeToString(append(blob, blob...))}})
+	if err == nil || !strings.Contains(err.Error(), "Request Entity Too Large") {
+		t.Errorf("an upload of 10 MiB (13 MiB as base64) over an 8 MiB limit: %v, want a 413", err)
+	}
+	again := connect()
+	again.handle = c.handle
+	if got := textOf(call(t, again, "list_files", nil)); !strings.Contains(got, "/work/big.bin") || strings.Contains(got, "bigger") {
+		t.Errorf("after the refused upload, list_files = %q, want big.bin alone", got)
 	}
 }

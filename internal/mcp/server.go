@@ -51,7 +51,14 @@ type Config struct {
 	// handle) is kept without calls, and an idle HTTP session lasts; then
 	// its conversation is closed. Zero means DefaultExpireAfter.
 	ExpireAfter time.Duration
+	// MaxRequest bounds an HTTP request's body, which holds an upload's
+	// content as base64. Zero means DefaultMaxRequest.
+	MaxRequest int64
 }
+
+// DefaultMaxRequest is the largest HTTP request body by default: an
+// upload_file of about 48 MiB as base64.
+const DefaultMaxRequest = 64 << 20
 
 // DefaultExpireAfter is how long an unused sandbox is kept by default.
 const DefaultExpireAfter = 24 * time.Hour
@@ -98,6 +105,9 @@ const sessionless = "2026-07-28"
 func New(cfg Config) *Server {
 	if cfg.MaxEmbed <= 0 {
 		cfg.MaxEmbed = DefaultMaxEmbed
+	}
+	if cfg.MaxRequest <= 0 {
+		cfg.MaxRequest = DefaultMaxRequest
 	}
 	if cfg.ExpireAfter <= 0 {
 		cfg.ExpireAfter = DefaultExpireAfter
@@ -157,11 +167,13 @@ func (s *Server) Handler() http.Handler {
 		Logger: s.cfg.Log,
 		// A client that vanished without closing its session lets its
 		// sandbox go when it expires; the idle pause has long paused it.
-		SessionTimeout: s.cfg.ExpireAfter,
+		SessionTimeout:      s.cfg.ExpireAfter,
+		MaxRequestBodyBytes: s.cfg.MaxRequest,
 	})
-	stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Logger: s.cfg.Log, Stateless: true})
+	stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Logger: s.cfg.Log, Stateless: true,
+		MaxRequestBodyBytes: s.cfg.MaxRequest})
 	mux := http.NewServeMux()
-	mux.Handle("/sse", sseSessionID(sdk.NewSSEHandler(get, nil)))
+	mux.Handle("/sse", sseSessionID(sdk.NewSSEHandler(get, &sdk.SSEOptions{MaxRequestBodyBytes: s.cfg.MaxRequest})))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionless {
 			stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), statelessKey{}, true)))
