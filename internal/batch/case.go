@@ -5,7 +5,8 @@
 //
 //	{"id": "growth", "question": "Which month grew the most?", "files": ["../sales.csv"],
 //	 "expect": {"contains": ["December"], "regex": "(?i)dec", "number": {"value": 26450, "tolerance": 0.5},
-//	           "files": ["chart.png"]}, "max_steps": 8, "model": "qwen3-32b"}
+//	           "files": ["chart.png"]}, "max_steps": 8, "model": "qwen3-32b",
+//	 "skill": "time-series", "level": "easy"}
 //
 // Only question is required. The package parses and checks a suite before
 // anything runs (Load), plans the runs (Plan: every case, with every model,
@@ -48,7 +49,13 @@ type Case struct {
 	// MaxSteps and Model override the configuration when set.
 	MaxSteps int
 	Model    string
+	// Skill and Level sort the case in reports (the pass rates per skill
+	// and per level); both are optional. Level is one of Levels.
+	Skill, Level string
 }
+
+// Levels are a case's levels, easiest first.
+var Levels = []string{"easy", "medium", "hard"}
 
 // Expect is what an answer must satisfy; every expectation set must hold.
 // A case without any passes when the model answered at all.
@@ -106,7 +113,7 @@ const maxLine = 4 << 20
 
 // The fields a case may have, for checking and for messages.
 var (
-	caseFields   = []string{"id", "question", "files", "expect", "max_steps", "model"}
+	caseFields   = []string{"id", "question", "files", "expect", "max_steps", "model", "skill", "level"}
 	expectFields = []string{"contains", "regex", "number", "files"}
 	numberFields = []string{"value", "tolerance"}
 )
@@ -220,6 +227,18 @@ func parseCase(text []byte, line int, dir string) (Case, error) {
 		if c.Expect, err = parseExpect(raw); err != nil {
 			return c, err
 		}
+	}
+	if err := stringField(obj, "skill", &c.Skill); err != nil {
+		return c, err
+	}
+	if _, ok := obj["skill"]; ok && strings.TrimSpace(c.Skill) == "" {
+		return c, errors.New(`"skill" is empty; name what the case tests, such as "joins", or leave it out`)
+	}
+	if err := stringField(obj, "level", &c.Level); err != nil {
+		return c, err
+	}
+	if _, ok := obj["level"]; ok && !slices.Contains(Levels, c.Level) {
+		return c, fmt.Errorf(`"level" is one of %s, not %q`, strings.Join(Levels, ", "), c.Level)
 	}
 	return c, nil
 }

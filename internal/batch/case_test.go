@@ -25,7 +25,7 @@ func suite(t *testing.T, text string) string {
 
 func TestLoad(t *testing.T) {
 	p := suite(t, `# a comment
-{"id": "full", "question": "Which month?", "files": ["data.csv"], "max_steps": 3, "model": "m1", "expect": {"contains": "Dec", "regex": "(?i)dec", "number": {"value": 12.5, "tolerance": 0.01}, "files": ["/work/chart.png", "*.csv"]}}
+{"id": "full", "question": "Which month?", "files": ["data.csv"], "max_steps": 3, "model": "m1", "skill": "time-series", "level": "hard", "expect": {"contains": "Dec", "regex": "(?i)dec", "number": {"value": 12.5, "tolerance": 0.01}, "files": ["/work/chart.png", "*.csv"]}}
 
 {"question": "Only a question"}
 {"id": 7, "question": "numeric id", "expect": {"number": 42}}
@@ -40,6 +40,7 @@ func TestLoad(t *testing.T) {
 	c := cases[0]
 	dir := filepath.Dir(p)
 	if c.ID != "full" || c.Line != 2 || c.Question != "Which month?" || c.MaxSteps != 3 || c.Model != "m1" ||
+		c.Skill != "time-series" || c.Level != "hard" ||
 		len(c.Files) != 1 || c.Files[0] != filepath.Join(dir, "data.csv") {
 		t.Errorf("case = %+v", c)
 	}
@@ -76,6 +77,9 @@ func TestLoadReportsEachBadLine(t *testing.T) {
 		{"negative tolerance", `{"question": "q", "expect": {"number": {"value": 1, "tolerance": -1}}}`, []string{`"expect.number.tolerance" must be`}},
 		{"bad max_steps", `{"question": "q", "max_steps": "ten"}`, []string{`"max_steps" must be a positive integer, not "ten"`}},
 		{"zero max_steps", `{"question": "q", "max_steps": 0}`, []string{`"max_steps" must be a positive integer`}},
+		{"unknown level", `{"question": "q", "level": "expert"}`, []string{`"level" is one of easy, medium, hard, not "expert"`}},
+		{"empty skill", `{"question": "q", "skill": " "}`, []string{`"skill" is empty`}},
+		{"skill not a string", `{"question": "q", "skill": 3}`, []string{`"skill" must be a string, not 3`}},
 		{"id as a path", `{"id": "../x", "question": "q"}`, []string{`"id" "../x" cannot name a directory`}},
 		{"duplicate id", "{\"id\": \"a\", \"question\": \"q\"}\n{\"id\": \"a\", \"question\": \"q\"}", []string{`cases.jsonl:2: id "a" is already used on line 1`}},
 		{"same upload name", `{"question": "q", "files": ["data.csv", "./data.csv"]}`, []string{"would both be uploaded as /work/data.csv"}},

@@ -63,6 +63,8 @@ type Report struct {
 	// File is the cases file, as given.
 	File    string
 	Started time.Time
+	// Version is terp's, for the Markdown report.
+	Version string
 }
 
 // WriteJUnit writes a JUnit XML report: one testsuite per model, one

@@ -125,6 +125,8 @@ type Result struct {
 	Files          []File    `json:"files"`
 	ConversationID string    `json:"conversation_id"`
 	Line           int       `json:"line"`
+	Skill          string    `json:"skill,omitempty"`
+	Level          string    `json:"level,omitempty"`
 
 	seq int
 }
@@ -137,7 +139,7 @@ func Judge(run Run, o Outcome, took time.Duration) Result {
 	r := Result{
 		ID: run.Case.ID, Model: run.Model, Run: run.N, Answer: o.Answer, StopReason: o.StopReason,
 		Steps: o.Steps, Usage: o.Usage, DurationMS: took.Milliseconds(), Files: o.Files,
-		ConversationID: o.ConversationID, Line: run.Case.Line, seq: run.Seq,
+		ConversationID: o.ConversationID, Line: run.Case.Line, Skill: run.Case.Skill, Level: run.Case.Level, seq: run.Seq,
 		Reasons: []string{},
 	}
 	if r.Files == nil {

@@ -27,9 +27,12 @@ type Stats struct {
 	// least one of their runs, and PassAllK the share that passed in all of
 	// their Repeat runs. With one run per case, both equal PassAt1.
 	PassAtK, PassAllK float64
-	// MeanSteps, MeanTokens and MeanTime are per finished run.
-	MeanSteps, MeanTokens float64
-	MeanTime              time.Duration
+	// MeanSteps, MeanTokens and MeanTime are per finished run, and so are
+	// the medians.
+	MeanSteps, MeanTokens     float64
+	MeanTime                  time.Duration
+	MedianSteps, MedianTokens float64
+	MedianTime                time.Duration
 }
 
 // Finished counts the runs that have a verdict.
@@ -58,9 +61,9 @@ func Summarize(runs []Run, results []Result) []Stats {
 		}
 		c.planned++
 	}
-	steps := make([]int, len(stats))
-	tokens := make([]int, len(stats))
-	took := make([]time.Duration, len(stats))
+	steps := make([][]float64, len(stats))
+	tokens := make([][]float64, len(stats))
+	took := make([][]time.Duration, len(stats))
 	for _, r := range results {
 		i, ok := index[r.Model]
 		if !ok {
@@ -75,9 +78,9 @@ func Summarize(runs []Run, results []Result) []Stats {
 		default:
 			s.Errored++
 		}
-		steps[i] += r.Steps
-		tokens[i] += r.Usage.TotalTokens
-		took[i] += r.Duration()
+		steps[i] = append(steps[i], float64(r.Steps))
+		tokens[i] = append(tokens[i], float64(r.Usage.TotalTokens))
+		took[i] = append(took[i], r.Duration())
 		c := perCase[r.Model][r.ID]
 		c.finished++
 		if r.Status == Passed {
@@ -91,9 +94,13 @@ func Summarize(runs []Run, results []Result) []Stats {
 			continue
 		}
 		s.PassAt1 = float64(s.Passed) / float64(n)
-		s.MeanSteps = float64(steps[i]) / float64(n)
-		s.MeanTokens = float64(tokens[i]) / float64(n)
-		s.MeanTime = took[i] / time.Duration(n)
+		s.MeanSteps = sum(steps[i]) / float64(n)
+		s.MeanTokens = sum(tokens[i]) / float64(n)
+		s.MeanTime = sum(took[i]) / time.Duration(n)
+		mid := func(a, b float64) float64 { return (a + b) / 2 }
+		s.MedianSteps = median(steps[i], mid)
+		s.MedianTokens = median(tokens[i], mid)
+		s.MedianTime = median(took[i], func(a, b time.Duration) time.Duration { return (a + b) / 2 })
 		var some, all int
 		for _, c := range perCase[s.Model] {
 			s.Repeat = max(s.Repeat, c.planned)
@@ -112,6 +119,14 @@ func Summarize(runs []Run, results []Result) []Stats {
 		s.PassAllK = float64(all) / float64(s.Cases)
 	}
 	return stats
+}
+
+func sum[T int | float64 | time.Duration](xs []T) T {
+	var t T
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
 
 // WriteSummary writes the comparison table, one row per model, then a line

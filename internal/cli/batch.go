@@ -34,6 +34,7 @@ type batchOptions struct {
 	models    []string
 	out       string
 	junit     string
+	markdown  string
 	artifacts string
 	json      bool
 }
@@ -63,6 +64,8 @@ with # are skipped); only "question" is required:
   id         names the case in reports and artifacts; default: the line number
   files      uploaded to /work/<basename>; paths are relative to CASES.jsonl
   max_steps  and model override the configuration for this case
+  skill      what the case tests, and level (easy, medium or hard): the
+             Markdown report gives the pass rate of each
   expect     every expectation given must hold:
     contains  texts the answer contains, ignoring case
     regex     Go RE2 syntax (github.com/google/re2/wiki/Syntax), case-sensitive
@@ -81,8 +84,10 @@ anything runs (exit 2).
 
 Reports: --out writes one JSON object per run (id, model, run, status,
 answer, reasons, stop_reason, steps, usage, duration_ms, files,
-conversation_id, line), appended as runs finish and rewritten in suite order
-at the end; --junit writes JUnit XML; --artifacts DIR downloads each case's
+conversation_id, line, skill, level), appended as runs finish and rewritten
+in suite order at the end; --junit writes JUnit XML; --markdown a Markdown
+report (pass rates per model, per level and per skill, medians of steps,
+tokens and time, what did not pass); --artifacts DIR downloads each case's
 files to DIR/<id>/ (DIR/<id>/<model>/run-<n>/ when comparing or repeating).
 On a terminal a progress bar is shown; in a pipe, or with CI set, one line per
 finished run. A summary table ends the output.
@@ -119,6 +124,7 @@ flag or suite), 130 interrupted (the finished runs are still reported).`,
 	fl.StringSliceVar(&opts.models, "models", nil, "run every case with each of these `MODELS` (comma-separated) and compare them")
 	fl.StringVar(&opts.out, "out", "", "write one JSON result per run to `FILE` (JSON Lines)")
 	fl.StringVar(&opts.junit, "junit", "", "write a JUnit XML report to `FILE`")
+	fl.StringVar(&opts.markdown, "markdown", "", "write a Markdown report to `FILE`: pass rates per model, level and skill, medians, what did not pass")
 	fl.StringVar(&opts.artifacts, "artifacts", "", "download the files each case saved to `DIR`/<case id>/")
 	fl.BoolVar(&opts.json, "json", false, "print one JSON result per finished run on stdout, and the summary on stderr")
 	addConfigFlags(cmd, batchConfigFlags...)
@@ -185,7 +191,7 @@ func runBatch(ctx context.Context, opts *batchOptions) error {
 	results := runner.Run(ctx, runs)
 	display.close()
 
-	reportErr := out.finish(batch.Report{Name: suiteName(opts.cases), File: opts.cases, Started: started}, runs, results)
+	reportErr := out.finish(batch.Report{Name: suiteName(opts.cases), File: opts.cases, Started: started, Version: versionString()}, runs, results)
 	summary := f.IO.Out
 	if opts.json {
 		summary = f.IO.ErrOut
@@ -252,9 +258,10 @@ func suiteName(path string) string {
 // batchOutputs are the report files, opened before anything runs so that a
 // bad path costs nothing.
 type batchOutputs struct {
-	results *batch.ResultsFile
-	junit   *os.File
-	paths   []string
+	results  *batch.ResultsFile
+	junit    *os.File
+	markdown *os.File
+	paths    []string
 
 	mu        sync.Mutex
 	appendErr error
@@ -282,6 +289,14 @@ func openBatchOutputs(opts *batchOptions) (*batchOutputs, error) {
 		}
 		o.junit = j
 		o.paths = append(o.paths, opts.junit)
+	}
+	if opts.markdown != "" {
+		m, err := os.Create(opts.markdown)
+		if err != nil {
+			return nil, usagef("cannot write the Markdown report: %v", err)
+		}
+		o.markdown = m
+		o.paths = append(o.paths, opts.markdown)
 	}
 	return o, nil
 }
@@ -315,6 +330,15 @@ func (o *batchOutputs) finish(rep batch.Report, runs []batch.Run, results []batc
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("write the JUnit report: %w", err))
+		}
+	}
+	if o.markdown != nil {
+		err := batch.WriteMarkdown(o.markdown, rep, runs, results)
+		if cerr := o.markdown.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write the Markdown report: %w", err))
 		}
 	}
 	return errors.Join(errs...)
