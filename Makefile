@@ -22,7 +22,7 @@ NODE_PKG     := testdata/node
 NODE_MIN     := 22.19
 NODE_RUNTIME := 22.23.5
 
-.PHONY: build test test-unprivileged lint fmt bench loadtest soak install deps test-deps node-deps apt-install example clean docker-test-image
+.PHONY: build test test-unprivileged lint fmt bench loadtest soak eval eval-check install deps test-deps node-deps apt-install example clean docker-test-image
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
@@ -130,6 +130,30 @@ SOAK         ?= 10m
 SOAK_SANDBOX ?= local
 soak:
 	TERP_LOADTEST=1 TERP_SOAK_DURATION=$(SOAK) $(GO) test -run '^$$' -bench '^BenchmarkSoak$$/^$(SOAK_SANDBOX)$$' -benchtime 1x -timeout 0 ./internal/serve/loadtest/
+
+# eval runs terp's evaluation suite (examples/eval, see docs/eval.md) with
+# the configured model (TERP_MODEL, TERP_BASE_URL, or the config file), or
+# with each of MODELS=a,b,c, each case REPEAT times, and writes
+# $(EVAL_OUT): results.jsonl, junit.xml, report.md (the table to read) and
+# the files each run saved. Runs that fail are the measurement, not an
+# error: it exits 0 once the report is written. JOBS cases run at once.
+EVAL_OUT ?= eval-results/$(shell date -u +%Y-%m-%d)
+MODELS   ?=
+REPEAT   ?= 1
+JOBS     ?= 4
+eval: build
+	@mkdir -p $(EVAL_OUT)
+	@$(BIN) batch -j $(JOBS) --repeat $(REPEAT) $(if $(MODELS),--models $(MODELS)) --max-time 10m \
+		--out $(EVAL_OUT)/results.jsonl --junit $(EVAL_OUT)/junit.xml --markdown $(EVAL_OUT)/report.md \
+		--artifacts $(EVAL_OUT)/artifacts examples/eval/cases.jsonl; status=$$?; \
+	if [ $$status -le 1 ]; then echo "the report: $(EVAL_OUT)/report.md"; exit 0; fi; exit $$status
+
+# eval-check runs the suite as eval does, with an oracle instead of a model:
+# a scripted model that runs each case's reference solution
+# (examples/eval/solutions/<id>.py) and answers with what it printed. A case
+# its own solution cannot pass is broken. make test runs it too.
+eval-check:
+	$(GO) test -count=1 -run '^TestEvalOracle$$' -v ./internal/cli/
 
 clean:
 	rm -rf bin
