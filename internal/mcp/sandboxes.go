@@ -230,14 +230,7 @@ func (s *Server) expire(key string, sess *session) {
 	delete(s.named, key)
 	s.busy.Add(1)
 	s.mu.Unlock()
-	defer s.busy.Done()
-	if sess.conv == nil {
-		return
-	}
-	for _, w := range sess.conv.Close(context.Background()) {
-		s.cfg.Log.Warn(w, "conversation", sess.conv.ID)
-	}
-	s.cfg.Log.Info("expired a sandbox", "conversation", sess.conv.ID, "idle", s.cfg.ExpireAfter)
+	s.let(sess, "expired a sandbox", "idle", s.cfg.ExpireAfter)
 }
 
 // drop closes the conversation of a session that ended. Once the server
@@ -252,6 +245,12 @@ func (s *Server) drop(ss *sdk.ServerSession) {
 	delete(s.sessions, ss)
 	s.busy.Add(1)
 	s.mu.Unlock()
+	s.let(sess, "closed a sandbox", "session", ss.ID())
+}
+
+// let closes the conversation of sess, which the caller took out of its
+// map under mu, adding to busy, and logs msg with attrs.
+func (s *Server) let(sess *session, msg string, attrs ...any) {
 	defer s.busy.Done()
 	if sess.conv == nil {
 		return
@@ -259,7 +258,7 @@ func (s *Server) drop(ss *sdk.ServerSession) {
 	for _, w := range sess.conv.Close(context.Background()) {
 		s.cfg.Log.Warn(w, "conversation", sess.conv.ID)
 	}
-	s.cfg.Log.Info("closed a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
+	s.cfg.Log.Info(msg, append(attrs, "conversation", sess.conv.ID)...)
 }
 
 // Close closes every conversation, a session's or a named one, pausing its
