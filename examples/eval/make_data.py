@@ -11,7 +11,7 @@ random module with fixed seeds, so every Python 3.11+ writes the same bytes
 
 also rewrites the tables taken from Debian packages: DIR is sklearn's
 datasets/data directory and FILE is palmerpenguins' extdata/penguins.csv
-(see README.md for the apt-get download commands). Penguins is copied as is.
+(data/SOURCES.md has the apt-get download commands). Penguins is copied as is.
 The scikit-learn files start with a line of counts and class names instead of
 a header; they are rewritten with named columns and the class as a name, and
 every value is kept as the text the original file has.
