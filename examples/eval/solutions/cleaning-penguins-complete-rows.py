@@ -1,0 +1,4 @@
+import pandas as pd
+
+p = pd.read_csv("/work/penguins.csv").dropna()
+print(f"{len(p)} penguins have no missing value; their mean body mass is {p['body_mass_g'].mean():.2f} g.")
