@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,17 @@ func TestEvalOracle(t *testing.T) {
 		if err != nil {
 			t.Errorf("case %s has no reference solution: %v", c.ID, err)
 			continue
+		}
+		// The matcher takes any number in the answer: one that echoes the
+		// question must not pass.
+		if n := c.Expect.Number; n != nil {
+			for _, f := range batch.Numbers(c.Question) {
+				if math.Abs(f.Value-n.Value) <= n.Tolerance {
+					t.Errorf("%s:%d: case %s expects %v, which its question says (%q): an answer that repeats the question passes",
+						evalSuite, c.Line, c.ID, n.Value, f.Text)
+					break
+				}
+			}
 		}
 		if _, dup := solutions[c.Question]; dup {
 			t.Errorf("case %s asks the question of another case", c.ID)
