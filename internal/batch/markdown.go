@@ -29,14 +29,14 @@ func WriteMarkdown(w io.Writer, rep Report, runs []Run, results []Result) error 
 	for _, run := range runs {
 		cases[run.Case.ID] = true
 	}
-	fmt.Fprintf(b, "# %s\n\n", cell(rep.Name))
-	fmt.Fprintf(b, "`%s`: %d cases", cell(rep.File), len(cases))
+	fmt.Fprintf(b, "# Batch report: %s\n\n", cell(rep.File))
+	fmt.Fprintf(b, "%d cases", len(cases))
 	if repeat > 1 {
 		fmt.Fprintf(b, ", %d runs each", repeat)
 	}
 	fmt.Fprintf(b, ", started %s", rep.Started.UTC().Format("2006-01-02 15:04 UTC"))
 	if rep.Version != "" {
-		fmt.Fprintf(b, ", terp %s", cell(rep.Version))
+		fmt.Fprintf(b, ", %s", cell(rep.Version))
 	}
 	fmt.Fprintf(b, ". %d of %d runs finished.\n\n", len(results), len(runs))
 

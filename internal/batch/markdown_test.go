@@ -31,15 +31,15 @@ func TestWriteMarkdown(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	rep := Report{Name: "eval", File: "examples/eval/cases.jsonl", Started: time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC), Version: "v1"}
+	rep := Report{Name: "eval", File: "examples/eval/cases.jsonl", Started: time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC), Version: "terp v1"}
 	if err := WriteMarkdown(&b, rep, runs, res); err != nil {
 		t.Fatal(err)
 	}
 	md := b.String()
 	t.Log("\n" + md)
 	for _, want := range []string{
-		"# eval\n",
-		"`examples/eval/cases.jsonl`: 4 cases, 3 runs each, started 2026-12-01 18:00 UTC, terp v1. 23 of 24 runs finished.",
+		"# Batch report: examples/eval/cases.jsonl\n",
+		"4 cases, 3 runs each, started 2026-12-01 18:00 UTC, terp v1. 23 of 24 runs finished.",
 		"| model | cases | pass@1 | pass@3 | pass^3 | passed / failed / errored runs | median steps | median tokens | median time |",
 		// m1: 6 of 12 runs; a, b, d passed once (3/4), only a always (1/4).
 		"| m1 | 4 | 50.0% | 75.0% | 25.0% | 6 / 5 / 1 |",
