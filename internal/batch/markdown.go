@@ -69,8 +69,8 @@ func WriteMarkdown(w io.Writer, rep Report, runs []Run, results []Result) error 
 	}
 	b.WriteString(". Steps, tokens (prompt and completion) and wall time are the medians of the finished runs.\n")
 
-	breakdown(b, "Levels", "level", runs, results, stats, func(c *Case) string { return c.Level }, Levels)
-	breakdown(b, "Skills", "skill", runs, results, stats, func(c *Case) string { return c.Skill }, nil)
+	breakdown(b, "Levels", "level", repeat, runs, results, stats, func(c *Case) string { return c.Level }, Levels)
+	breakdown(b, "Skills", "skill", repeat, runs, results, stats, func(c *Case) string { return c.Skill }, nil)
 
 	var bad []Result
 	for _, r := range results {
@@ -91,10 +91,11 @@ func WriteMarkdown(w io.Writer, rep Report, runs []Run, results []Result) error 
 	return err
 }
 
-// breakdown writes the pass@1 of each model on the cases of each value of
-// key (a level, a skill), in order (the values of the cases, sorted, when
-// order is nil); nothing when no case has one.
-func breakdown(b *strings.Builder, title, what string, runs []Run, results []Result, stats []Stats, key func(*Case) string, order []string) {
+// breakdown writes the pass@1 (and with repeats pass@K and pass^K) of
+// each model on the cases of each value of key (a level, a skill), in order
+// (the values of the cases, sorted, when order is nil); nothing when no
+// case has one.
+func breakdown(b *strings.Builder, title, what string, repeat int, runs []Run, results []Result, stats []Stats, key func(*Case) string, order []string) {
 	count := map[string]map[string]bool{} // value, case id
 	for _, run := range runs {
 		if v := key(run.Case); v != "" {
@@ -123,7 +124,11 @@ func breakdown(b *strings.Builder, title, what string, runs []Run, results []Res
 	for _, run := range runs {
 		keyOf[run.Seq] = key(run.Case)
 	}
-	fmt.Fprintf(b, "\n## %s\n\npass@1 per %s (its number of cases in brackets):\n\n", title, what)
+	rates := "pass@1"
+	if repeat > 1 {
+		rates = fmt.Sprintf("pass@1 / pass@%d / pass^%d", repeat, repeat)
+	}
+	fmt.Fprintf(b, "\n## %s\n\n%s per %s (its number of cases in brackets):\n\n", title, rates, what)
 	head := []string{"model"}
 	for _, v := range values {
 		head = append(head, fmt.Sprintf("%s (%d)", cell(v), len(count[v])))
@@ -146,7 +151,11 @@ func breakdown(b *strings.Builder, title, what string, runs []Run, results []Res
 				r = append(r, "-")
 				continue
 			}
-			r = append(r, percent(st.PassAt1, st))
+			c := percent(st.PassAt1, st)
+			if repeat > 1 {
+				c += " / " + percent(st.PassAtK, st) + " / " + percent(st.PassAllK, st)
+			}
+			r = append(r, c)
 		}
 		row(b, r...)
 	}

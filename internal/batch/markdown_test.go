@@ -45,14 +45,16 @@ func TestWriteMarkdown(t *testing.T) {
 		"| m1 | 4 | 50.0% | 75.0% | 25.0% | 6 / 5 / 1 |",
 		// m2: 11 of 11 finished; d's unfinished run keeps it from pass^3.
 		"| m2 | 4 | 100.0% | 100.0% | 75.0% | 11 / 0 / 0 |",
-		// Levels: easy is a and b (m1: 4 of 6), hard is c (0 of 3); d has none.
+		// Levels: easy is a and b (m1: 4 of 6 runs; both passed once, a
+		// always), hard is c (0 of 3); d has none.
+		"pass@1 / pass@3 / pass^3 per level",
 		"| model | easy (2) | hard (1) |",
-		"| m1 | 66.7% | 0.0% |",
+		"| m1 | 66.7% / 100.0% / 50.0% | 0.0% / 0.0% / 0.0% |",
 		// Skills, sorted: charts is b and d (m1: 1+2 of 6, one errored
 		// run counted as not passed), joins a and c (3 of 6).
 		"| model | charts (2) | joins (2) |",
-		"| m1 | 50.0% | 50.0% |",
-		"| m2 | 100.0% | 100.0% |",
+		"| m1 | 50.0% / 100.0% / 0.0% | 50.0% / 50.0% / 50.0% |",
+		"| m2 | 100.0% / 100.0% / 50.0% | 100.0% / 100.0% / 100.0% |",
 		`a \| b ## heading \<script\>alert(1)\</script\> \[x\](javascript:alert(1))`,
 	} {
 		if !strings.Contains(md, want) {
