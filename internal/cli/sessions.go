@@ -24,7 +24,7 @@ func newCmdSessions(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "sessions <command>",
 		Aliases: []string{"session"},
-		Short:   "List, show and remove stored conversations",
+		Short:   "List, show, export and remove stored conversations",
 		Long: `Sessions manages stored conversations (the command keeps its old name).
 Every conversation, from ask, chat or batch, is stored under
 $XDG_DATA_HOME/terp/conversations with its messages, settings and the files it
@@ -33,18 +33,19 @@ uploaded, and its sandbox is paused between questions. Go on with one with
 abbreviated to any unique prefix.`,
 		Example: `  terp sessions ls
   terp sessions show 3f9c
+  terp sessions export 3f9c -o report.html
   terp ask --resume 3f9c "And per quarter?"
   terp sessions rm 3f9c
   terp sessions prune --older-than 720h`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q for terp sessions; use ls, show, rm or prune", args[0])
+				return usagef("unknown command %q for terp sessions; use ls, show, export, rm or prune", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdSessionsLs(f), newCmdSessionsShow(f), newCmdSessionsRm(f), newCmdSessionsPrune(f))
+	cmd.AddCommand(newCmdSessionsLs(f), newCmdSessionsShow(f), newCmdSessionsExport(f), newCmdSessionsRm(f), newCmdSessionsPrune(f))
 	return cmd
 }
 
