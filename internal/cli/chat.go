@@ -125,9 +125,12 @@ func runTUI(ctx context.Context, opts *chatOptions, cfg *config.Config) error {
 			return convs.resume(ref)
 		},
 		Conversations: func(_ context.Context, width int) (string, error) { return listConversations(svc.Store(), width) },
-		Renderer:      out,
-		Protocol:      tui.DetectProtocol(cfg.ImageProtocol, f.Getenv),
-		Uploaded:      uploaded,
+		Export: func(ctx context.Context, arg string) (string, error) {
+			return chatExport(ctx, svc.Store(), convs.now(), arg)
+		},
+		Renderer: out,
+		Protocol: tui.DetectProtocol(cfg.ImageProtocol, f.Getenv),
+		Uploaded: uploaded,
 	})
 	_, err = tea.NewProgram(model,
 		tea.WithContext(life),
@@ -182,6 +185,13 @@ func (c *chatConversations) open() (*conversation.Conversation, error) {
 		return c.switchTo(c.svc.Resume(c.life, c.cfg, c.ref))
 	}
 	return c.switchTo(c.svc.Open(c.life, c.cfg, conversation.Options{Origin: "chat"}))
+}
+
+// now is the chat's conversation.
+func (c *chatConversations) now() *conversation.Conversation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current
 }
 
 // resume goes on with the stored conversation ref, for /resume.

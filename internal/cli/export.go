@@ -64,7 +64,11 @@ ID.FORMAT by default, "-" for stdout.`,
 			read, done := sandboxReader(cmd.Context(), f, st, rec)
 			doc := export.Build(rec, read)
 			done()
-			return writeExport(f, doc, format, out)
+			told, err := writeExport(doc, format, out, f.IO.Out)
+			for _, line := range told {
+				fmt.Fprintln(f.IO.ErrOut, line)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "", "`FORMAT`: "+strings.Join(exportFormats, ", ")+" (default: -o's extension)")
@@ -105,7 +109,18 @@ func sandboxReader(ctx context.Context, f *Factory, st store.Store, rec *store.C
 		svc := conversation.New(conversation.Deps{Store: st, NewBackend: f.NewBackend})
 		conv, why = svc.Resume(ctx, cfg, rec.ID)
 	}
-	read := func(name string, limit int64) ([]byte, error) {
+	return liveReader(ctx, conv, why, rec), func() {
+		if conv != nil {
+			conv.Close(context.WithoutCancel(ctx))
+		}
+	}
+}
+
+// liveReader reads the files of rec for an export from conv, its open
+// conversation (nil when it could not be opened, for the reason why), or
+// from their copies downloaded to this machine.
+func liveReader(ctx context.Context, conv *conversation.Conversation, why error, rec *store.Conversation) export.ReadFunc {
+	return func(name string, limit int64) ([]byte, error) {
 		if conv != nil {
 			if b, err := readLimited(ctx, conv, name, limit); err == nil {
 				return b, nil
@@ -123,11 +138,28 @@ func sandboxReader(ctx context.Context, f *Factory, st store.Store, rec *store.C
 		}
 		return nil, errors.New("the sandbox no longer has it and no copy was downloaded")
 	}
-	return read, func() {
-		if conv != nil {
-			conv.Close(context.WithoutCancel(ctx))
+}
+
+// chatExport is /export in a chat: conv's conversation, as stored after its
+// last turn, written to arg (by its extension's format), or to ID.html in
+// the output directory. It returns what to tell the user.
+func chatExport(ctx context.Context, st store.Store, conv *conversation.Conversation, arg string) (string, error) {
+	format, out := "html", filepath.Join(conv.OutDir(), conv.ID+".html")
+	if arg = strings.TrimSpace(arg); arg != "" {
+		var err error
+		if format, out, err = exportTarget("", arg); err != nil {
+			return "", err
 		}
 	}
+	rec, err := st.Load(conv.ID)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	told, err := writeExport(export.Build(rec, liveReader(ctx, conv, nil, rec)), format, out, io.Discard)
+	return strings.Join(told, "\n"), err
 }
 
 // readLimited reads the file name of conv, refusing one over limit.
@@ -161,11 +193,12 @@ func readCapped(r io.Reader, limit int64) ([]byte, error) {
 }
 
 // writeExport writes doc in format to out ("-": stdout), with a Markdown
-// export's images in OUT_files/ beside it, and tells what it wrote and what
-// it left out.
-func writeExport(f *Factory, doc *export.Doc, format, out string) error {
+// export's images in OUT_files/ beside it. It returns what to tell the
+// user: what it left out, and what it wrote.
+func writeExport(doc *export.Doc, format, out string, stdout io.Writer) ([]string, error) {
+	var told []string
 	for _, w := range doc.Warnings {
-		fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+		told = append(told, "warning: "+w)
 	}
 	render := func(w io.Writer) error {
 		switch format {
@@ -179,13 +212,12 @@ func writeExport(f *Factory, doc *export.Doc, format, out string) error {
 		return fmt.Errorf("the %s export is not built yet", format)
 	}
 	if out == "-" {
-		return render(f.IO.Out)
+		return told, render(stdout)
 	}
 	if err := fsext.WriteFile(out, 0o644, render); err != nil {
-		return fmt.Errorf("write %s: %w", out, err)
+		return told, fmt.Errorf("write %s: %w", out, err)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "wrote %s\n", out)
-	return nil
+	return append(told, "wrote "+out), nil
 }
 
 // mdAssetDir is the directory, relative to the Markdown file, its images

@@ -76,3 +76,21 @@ func TestSessionsExportUsage(t *testing.T) {
 		t.Errorf("export of an unknown id: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// /export in the line-mode chat writes the conversation so far.
+func TestChatExport(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(exportChartCode)), llmtest.Fixed(llmtest.Answer("The total is 42.")))
+	env, _ := sharedEnv(t, s)
+	out := filepath.Join(t.TempDir(), "chat.md")
+	r := terp(t, env, "plot it\n/export "+out+"\n", "chat")
+	if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "wrote "+out) {
+		t.Fatalf("chat: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	md, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(md), "The total is 42.") || !strings.Contains(string(md), "(<chat_files/chart.png>)") {
+		t.Errorf("the export (%v):\n%s", err, md)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(out), "chat_files", "chart.png")); err != nil {
+		t.Error(err)
+	}
+}

@@ -178,6 +178,12 @@ func (r *repl) command(ctx context.Context, line string) error {
 		if err != nil {
 			return err
 		}
+	case "/export":
+		text, err := chatExport(ctx, r.svc.Store(), r.conv, arg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(msg, sanitize.Terminal(text))
 	case "/download":
 		file, err := r.conv.Download(ctx, arg)
 		if err != nil {

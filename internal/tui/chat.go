@@ -32,6 +32,9 @@ type Options struct {
 	// cells wide, so the table is not broken by wrapping. Either may be nil.
 	Resume        func(ctx context.Context, ref string) (Conversation, error)
 	Conversations func(ctx context.Context, width int) (string, error)
+	// Export writes the conversation for /export [FILE] and says what it
+	// wrote; nil offers no export.
+	Export func(ctx context.Context, arg string) (string, error)
 	// Renderer is the output's lipgloss renderer: it knows the colour
 	// profile (NO_COLOR) and the background.
 	Renderer *lipgloss.Renderer
@@ -54,6 +57,7 @@ type Model struct {
 	open     func(context.Context) (Conversation, error)
 	resume   func(context.Context, string) (Conversation, error)
 	list     func(ctx context.Context, width int) (string, error)
+	export   func(ctx context.Context, arg string) (string, error)
 	now      func() time.Time
 	clock    time.Time
 	theme    *theme
@@ -114,6 +118,7 @@ func New(opts Options) Model {
 		open:       opts.New,
 		resume:     opts.Resume,
 		list:       opts.Conversations,
+		export:     opts.Export,
 		now:        opts.Now,
 		clock:      opts.Now(),
 		theme:      &t,
@@ -190,7 +195,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 				m.transcript.touch(s)
 			}
 		}
-	case uploadedMsg, downloadedMsg, filesMsg, conversationMsg, conversationsMsg, completionMsg:
+	case uploadedMsg, downloadedMsg, filesMsg, conversationMsg, conversationsMsg, exportedMsg, completionMsg:
 		m.jobDone(msg)
 	default:
 		var c tea.Cmd

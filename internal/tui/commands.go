@@ -57,6 +57,11 @@ type (
 		text string
 		err  error
 	}
+	// exportedMsg says what /export wrote.
+	exportedMsg struct {
+		text string
+		err  error
+	}
 	// completionMsg answers Tab: the input it was for, and the matches.
 	completionMsg struct {
 		input   string
@@ -262,6 +267,13 @@ func resumeConversation(ctx context.Context, resume func(context.Context, string
 	return func() tea.Msg {
 		conv, err := resume(ctx, ref)
 		return conversationMsg{conv: conv, err: err, resumed: true}
+	}
+}
+
+func exportConversation(ctx context.Context, export func(context.Context, string) (string, error), arg string) tea.Cmd {
+	return func() tea.Msg {
+		text, err := export(ctx, arg)
+		return exportedMsg{text: text, err: err}
 	}
 }
 

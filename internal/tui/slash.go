@@ -95,6 +95,16 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 		}
 		name := strings.TrimPrefix(strings.TrimPrefix(arg, "/work/"), "./")
 		return m.begin("the download of "+name, func(ctx context.Context) tea.Cmd { return fetch(ctx, m.conv, name) })
+	case "/export":
+		if !idle() {
+			return m, nil
+		}
+		if m.export == nil {
+			m.input.take()
+			m.status.say("This chat cannot export its conversation.", true)
+			return m, nil
+		}
+		return m.begin("the export", func(ctx context.Context) tea.Cmd { return exportConversation(ctx, m.export, arg) })
 	case "/files":
 		if !idle() {
 			return m, nil
@@ -190,6 +200,13 @@ func (m *Model) jobDone(msg tea.Msg) {
 			m.status.say(firstLine(msg.err.Error()), true)
 			return
 		}
+		m.status.clear()
+	case exportedMsg:
+		if msg.err != nil {
+			m.status.say(firstLine(msg.err.Error()), true)
+			return
+		}
+		m.transcript.add(&note{text: sanitize.Terminal(msg.text)})
 		m.status.clear()
 	case conversationsMsg:
 		if msg.err != nil {

@@ -25,6 +25,7 @@ var Commands = []Command{
 	{Name: "/upload", Args: "PATH", Help: "copy a file from this machine to /work"},
 	{Name: "/files", Aliases: []string{"/ls"}, Help: "list the files in /work"},
 	{Name: "/download", Args: "NAME", Help: "copy /work/NAME to the output directory"},
+	{Name: "/export", Args: "[FILE]", Help: "write this conversation as a notebook (FILE.ipynb), a web page (.html) or Markdown (.md); alone, ID.html in the output directory"},
 	{Name: "/new", Help: "start a new conversation in a new sandbox"},
 	{Name: "/resume", Args: "[ID]", Help: "go on with a stored conversation; alone, list them"},
 	{Name: "/model", Args: "[NAME]", Help: "switch the model for the next questions; alone, show it"},
