@@ -21,6 +21,7 @@ const exportChartCode = "import matplotlib\nmatplotlib.use('Agg')\nimport matplo
 func exportedConversation(t *testing.T) (map[string]string, string) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(exportChartCode)), llmtest.Fixed(llmtest.Answer("The total is 42; the chart is chart.png.")))
 	env, _ := sharedEnv(t, s)
+	env["TERP_OUT_DIR"] = t.TempDir() // where ask downloads the chart, not this directory
 	a := askJSONOf(t, terp(t, env, "", "ask", "--json", "plot it"))
 	return env, a.ConversationID
 }
@@ -81,6 +82,7 @@ func TestSessionsExportUsage(t *testing.T) {
 func TestChatExport(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(exportChartCode)), llmtest.Fixed(llmtest.Answer("The total is 42.")))
 	env, _ := sharedEnv(t, s)
+	env["TERP_OUT_DIR"] = t.TempDir()
 	out := filepath.Join(t.TempDir(), "chat.md")
 	r := terp(t, env, "plot it\n/export "+out+"\n", "chat")
 	if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "wrote "+out) {
