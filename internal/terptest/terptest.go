@@ -194,6 +194,38 @@ func Node(t testing.TB, pkg string, needs ...string) string {
 	return abs
 }
 
+// JupyterDebs are Debian's packages that run notebooks for the tests; the
+// Makefile's TEST_DEBS holds them too.
+const JupyterDebs = "python3-nbformat python3-nbclient python3-ipykernel"
+
+// jupyterTold is done once Jupyter's skip was announced.
+var jupyterTold sync.Once
+
+// JupyterPython returns the Python that validates and runs notebooks for
+// the tests: Debian's /usr/bin/python3, never the first python3 on PATH
+// (often a pyenv one without Debian's libraries), with nbformat, nbclient
+// and a python3 kernel (ipykernel's, which runs /usr/bin/python3 too).
+// Without them the test is skipped, loudly, saying what to install.
+func JupyterPython(t testing.TB) string {
+	t.Helper()
+	const python = "/usr/bin/python3"
+	probe := "import nbformat, nbclient, ipykernel\n" +
+		"from jupyter_client.kernelspec import KernelSpecManager\n" +
+		"KernelSpecManager().get_kernel_spec('python3')"
+	out, err := exec.CommandContext(context.Background(), python, "-c", probe).CombinedOutput()
+	if err != nil {
+		why := strings.TrimSpace(string(out))
+		if i := strings.LastIndexByte(why, '\n'); i >= 0 {
+			why = why[i+1:]
+		}
+		if why == "" {
+			why = err.Error()
+		}
+		skipLoudly(t, &jupyterTold, fmt.Sprintf("JUPYTER TESTS SKIPPED: %s cannot run notebooks (%s); run `make test-deps` (Debian's %s)", python, why, JupyterDebs))
+	}
+	return python
+}
+
 // fromRoot is path relative to the module's root, where a command to fix
 // the tests' setup is run; or path itself when that is not found.
 func fromRoot(path string) string {
