@@ -202,6 +202,8 @@ func writeExport(doc *export.Doc, format, out string, stdout io.Writer) ([]strin
 	}
 	render := func(w io.Writer) error {
 		switch format {
+		case "ipynb":
+			return export.WriteNotebook(w, doc)
 		case "md":
 			assets, err := export.WriteMarkdown(w, doc, mdAssetDir(out, doc))
 			if err != nil {

@@ -2,13 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // exportChartCode saves a 4x3 in chart at 100 dpi (400x300) and prints a total.
@@ -95,4 +99,141 @@ func TestChatExport(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(out), "chat_files", "chart.png")); err != nil {
 		t.Error(err)
 	}
+}
+
+// A conversation terp really ran (kernel mode: the second run uses the
+// first's df), exported as a notebook, runs again in Jupyter next to a copy
+// of its upload: nbclient on Debian's ipykernel regenerates the text each
+// run printed (its last expression's value included) and the chart.
+func TestSessionsExportNotebookRunsInJupyter(t *testing.T) {
+	python := terptest.JupyterPython(t)
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("import pandas as pd\ndf = pd.read_csv('/work/sales.csv')\nprint(len(df), 'months')\ndf['revenue'].max()")),
+		llmtest.Fixed(llmtest.RunPython(strings.Replace(exportChartCode, "plt.plot([1, 2, 3])", "plt.plot(df['revenue'])", 1))),
+		llmtest.Fixed(llmtest.Answer("Done: chart.png.")))
+	env, _ := sharedEnv(t, s)
+	env["TERP_OUT_DIR"] = t.TempDir()
+	sales := salesCSV(t)
+	a := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "kernel", "-f", sales, "plot the revenue"))
+	dir := t.TempDir()
+	nb := filepath.Join(dir, "analysis.ipynb")
+	if r := terp(t, env, "", "sessions", "export", a.ConversationID, "-o", nb); r.code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	src, err := os.ReadFile(sales)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sales.csv"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recorded := notebookOutputs(t, nb)
+	cmd := exec.Command(python, "../export/testdata/run_notebook.py", nb)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "JUPYTER_RUNTIME_DIR=" + t.TempDir(), "IPYTHONDIR=" + t.TempDir()}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run_notebook.py: %v\n%s", err, stderr.String())
+	}
+	var ran struct {
+		Warnings []string
+		Cells    []struct{ Outputs []nbOut }
+	}
+	if err := json.Unmarshal(out, &ran); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran.Warnings) > 0 || len(ran.Cells) != len(recorded) {
+		t.Fatalf("warnings %q; %d cells ran, %d recorded", ran.Warnings, len(ran.Cells), len(recorded))
+	}
+	for i, cell := range ran.Cells {
+		got, want := textOfOutputs(cell.Outputs), textOfOutputs(recorded[i])
+		if got.text != want.text || got.errors != 0 {
+			t.Errorf("cell %d: ran %+v, recorded %+v", i, got, want)
+		}
+	}
+	// The chart is recorded as an image; run again (matplotlib's Agg, no
+	// inline display) it is saved where /work stood, next to the notebook.
+	if last := textOfOutputs(recorded[len(recorded)-1]); last.images != 1 {
+		t.Errorf("the chart cell records %d images, want the chart", last.images)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "chart.png"))
+	if err != nil {
+		t.Fatalf("the chart was not saved next to the notebook: %v", err)
+	}
+	if cfg, err := png.DecodeConfig(bytes.NewReader(b)); err != nil || cfg.Width != 400 || cfg.Height != 300 {
+		t.Errorf("the chart saved again is %dx%d (%v), want 400x300", cfg.Width, cfg.Height, err)
+	}
+}
+
+// nbOut is one output of a code cell, as nbformat writes it.
+type nbOut struct {
+	OutputType string         `json:"output_type"`
+	Text       any            `json:"text"`
+	Data       map[string]any `json:"data"`
+}
+
+// outputsText is what a cell's outputs say: its stdout and the value of
+// its last expression as one text (terp's kernel prints the value; Jupyter
+// makes it an execute_result), its errors and its images.
+type outputsText struct {
+	text           string
+	errors, images int
+}
+
+func textOfOutputs(outs []nbOut) outputsText {
+	var o outputsText
+	join := func(v any) string {
+		switch v := v.(type) {
+		case string:
+			return v
+		case []any:
+			var b strings.Builder
+			for _, s := range v {
+				b.WriteString(fmt.Sprint(s))
+			}
+			return b.String()
+		}
+		return ""
+	}
+	for _, out := range outs {
+		switch out.OutputType {
+		case "stream":
+			o.text += join(out.Text)
+		case "execute_result":
+			o.text += join(out.Data["text/plain"]) + "\n"
+		case "error":
+			o.errors++
+		case "display_data":
+			if _, ok := out.Data["image/png"]; ok {
+				o.images++
+			}
+		}
+	}
+	return o
+}
+
+// notebookOutputs are the recorded outputs of each code cell of the
+// notebook at p.
+func notebookOutputs(t *testing.T, p string) [][]nbOut {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nb struct {
+		Cells []struct {
+			CellType string  `json:"cell_type"`
+			Outputs  []nbOut `json:"outputs"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal(b, &nb); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]nbOut
+	for _, c := range nb.Cells {
+		if c.CellType == "code" {
+			out = append(out, c.Outputs)
+		}
+	}
+	return out
 }
