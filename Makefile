@@ -9,10 +9,12 @@ LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # What the local sandbox needs from Debian/Ubuntu, and what the tests need
 # besides (tmux drives the terminal UI test; postgresql's initdb and pg_ctl
 # give the PostgreSQL tests a throwaway cluster when TERP_TEST_POSTGRES
-# names no server, see internal/postgres/pgtest).
+# names no server, see internal/postgres/pgtest; chromium opens the web
+# pages terp writes, the exported conversation and the batch report, see
+# internal/terptest/browsertest).
 # util-linux brings prlimit, which limits root's sandboxes.
 DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib
-TEST_DEBS := $(DEBS) tmux postgresql
+TEST_DEBS := $(DEBS) tmux postgresql chromium
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # The npm package of the tests that run real Node.js clients (TestNodeSDK:
 # npm's openai; TestMCPInspector: the MCP Inspector's CLI), the oldest
