@@ -11,10 +11,12 @@ LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # give the PostgreSQL tests a throwaway cluster when TERP_TEST_POSTGRES
 # names no server, see internal/postgres/pgtest; nbformat, nbclient and
 # ipykernel validate and run the exported notebook, see
-# internal/export/jupyter_test.go; terptest.JupyterDebs says the same).
+# internal/export/jupyter_test.go, and terptest.JupyterDebs says the same;
+# chromium opens the web pages terp writes, the exported conversation and
+# the batch report, see internal/terptest/browsertest).
 # util-linux brings prlimit, which limits root's sandboxes.
 DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib
-TEST_DEBS := $(DEBS) tmux postgresql python3-nbformat python3-nbclient python3-ipykernel
+TEST_DEBS := $(DEBS) tmux postgresql python3-nbformat python3-nbclient python3-ipykernel chromium
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # The npm package of the tests that run real Node.js clients (TestNodeSDK:
 # npm's openai; TestMCPInspector: the MCP Inspector's CLI), the oldest

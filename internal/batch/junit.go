@@ -65,6 +65,10 @@ type Report struct {
 	Started time.Time
 	// Version is terp's, for the Markdown report.
 	Version string
+	// Dir is the directory the HTML report is written in: its links to the
+	// artifacts are relative to it, so that the report and the artifacts
+	// can be moved, or served, together. "" is the working directory.
+	Dir string
 }
 
 // WriteJUnit writes a JUnit XML report: one testsuite per model, one

@@ -35,6 +35,7 @@ type batchOptions struct {
 	out       string
 	junit     string
 	markdown  string
+	html      string
 	artifacts string
 	json      bool
 }
@@ -87,8 +88,11 @@ answer, reasons, stop_reason, steps, usage, duration_ms, files,
 conversation_id, line, skill, level), appended as runs finish and rewritten
 in suite order at the end; --junit writes JUnit XML; --markdown a Markdown
 report (pass rates per model, per level and per skill, medians of steps,
-tokens and time, what did not pass); --artifacts DIR downloads each case's
-files to DIR/<id>/ (DIR/<id>/<model>/run-<n>/ when comparing or repeating).
+tokens and time, what did not pass); --html one web page that needs nothing
+else (a chart of pass@1 per model, each case's verdict per model, what did
+not pass against its expectations, links to the artifacts relative to the
+page); --artifacts DIR downloads each case's files to DIR/<id>/
+(DIR/<id>/<model>/run-<n>/ when comparing or repeating).
 On a terminal a progress bar is shown; in a pipe, or with CI set, one line per
 finished run. A summary table ends the output.
 
@@ -125,6 +129,7 @@ flag or suite), 130 interrupted (the finished runs are still reported).`,
 	fl.StringVar(&opts.out, "out", "", "write one JSON result per run to `FILE` (JSON Lines)")
 	fl.StringVar(&opts.junit, "junit", "", "write a JUnit XML report to `FILE`")
 	fl.StringVar(&opts.markdown, "markdown", "", "write a Markdown report to `FILE`: pass rates per model, level and skill, medians, what did not pass")
+	fl.StringVar(&opts.html, "html", "", "write the report as one web page to `FILE`: a pass-rate chart, verdicts per case and model, links to the artifacts")
 	fl.StringVar(&opts.artifacts, "artifacts", "", "download the files each case saved to `DIR`/<case id>/")
 	fl.BoolVar(&opts.json, "json", false, "print one JSON result per finished run on stdout, and the summary on stderr")
 	addConfigFlags(cmd, batchConfigFlags...)
@@ -261,7 +266,11 @@ type batchOutputs struct {
 	results  *batch.ResultsFile
 	junit    *os.File
 	markdown *os.File
-	paths    []string
+	html     *os.File
+	// htmlDir is the HTML report's directory, which its links to the
+	// artifacts are relative to.
+	htmlDir string
+	paths   []string
 
 	mu        sync.Mutex
 	appendErr error
@@ -298,6 +307,14 @@ func openBatchOutputs(opts *batchOptions) (*batchOutputs, error) {
 		o.markdown = m
 		o.paths = append(o.paths, opts.markdown)
 	}
+	if opts.html != "" {
+		h, err := os.Create(opts.html)
+		if err != nil {
+			return nil, usagef("cannot write the HTML report: %v", err)
+		}
+		o.html, o.htmlDir = h, filepath.Dir(opts.html)
+		o.paths = append(o.paths, opts.html)
+	}
 	return o, nil
 }
 
@@ -314,7 +331,7 @@ func (o *batchOutputs) append(r batch.Result) {
 	}
 }
 
-// finish writes the results file in suite order and the JUnit report.
+// finish writes the results file in suite order and the reports.
 func (o *batchOutputs) finish(rep batch.Report, runs []batch.Run, results []batch.Result) error {
 	var errs []error
 	if o.appendErr != nil {
@@ -339,6 +356,17 @@ func (o *batchOutputs) finish(rep batch.Report, runs []batch.Run, results []batc
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("write the Markdown report: %w", err))
+		}
+	}
+	if o.html != nil {
+		page := rep
+		page.Dir = o.htmlDir
+		err := batch.WriteHTML(o.html, page, runs, results)
+		if cerr := o.html.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write the HTML report: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -203,8 +203,9 @@ print(rows[i]["month"], growth[i - 1], round(100 * growth[i - 1] / rev[i - 1], 1
 		map[string]any{"id": "bad-key", "question": "bad key"},
 	))
 	out, junit, artifacts := filepath.Join(e.dir, "results.jsonl"), filepath.Join(e.dir, "report.xml"), filepath.Join(e.dir, "artifacts")
+	page := filepath.Join(e.dir, "report.html")
 	start := time.Now()
-	r := e.run(context.Background(), "", "batch", "--out", out, "--junit", junit, "--artifacts", artifacts, cases)
+	r := e.run(context.Background(), "", "batch", "--out", out, "--junit", junit, "--html", page, "--artifacts", artifacts, cases)
 	t.Logf("the batch took %s", time.Since(start).Round(time.Millisecond))
 	if r.code != exitError {
 		t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", r.code, exitError, r.stdout, r.stderr)
@@ -315,6 +316,19 @@ print(rows[i]["month"], growth[i - 1], round(100 * growth[i - 1] / rev[i - 1], 1
 			w.status == batch.Errored && (c.Error == nil || !strings.Contains(c.Error.Message, w.reason)),
 			w.status == batch.Passed && (c.Failure != nil || c.Error != nil):
 			t.Errorf("JUnit testcase %s does not say %s %q: %+v", c.Name, w.status, w.reason, c)
+		}
+	}
+
+	// The HTML report: every failure's reason, and the chart linked
+	// relative to the report.
+	b, err = os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`<a href="artifacts/chart/chart.png">chart.png</a>`, "no number within 0.01 of 12.5 (found 12.7, 3)",
+		"file chart.png was not saved (no files were saved)", "HTTP 500 Internal Server Error: CUDA error", `<rect class="bar"`} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("the HTML report lacks %s", w)
 		}
 	}
 

@@ -26,10 +26,10 @@ func WriteMarkdown(w io.Writer, d *Doc, assets string) ([]Asset, error) {
 	if strings.TrimSpace(title) == "" {
 		title = "terp conversation " + d.ID
 	}
-	fmt.Fprintf(&b, "# %s\n\n", inline(title))
+	fmt.Fprintf(&b, "# %s\n\n", mdInline(title))
 	meta := []string{"terp conversation " + d.ID}
 	if d.Model != "" {
-		meta = append(meta, inline(d.Model))
+		meta = append(meta, mdInline(d.Model))
 	}
 	if !d.Created.IsZero() {
 		meta = append(meta, d.Created.UTC().Format("2006-01-02 15:04 UTC"))
@@ -51,7 +51,7 @@ func WriteMarkdown(w io.Writer, d *Doc, assets string) ([]Asset, error) {
 			fmt.Fprintf(&b, "\n%s\n", quoted(t.Question))
 		}
 		for _, n := range t.Notes {
-			fmt.Fprintf(&b, "\n_(%s)_\n", inline(n))
+			fmt.Fprintf(&b, "\n_(%s)_\n", mdInline(n))
 		}
 		for j, st := range t.Steps {
 			fmt.Fprintf(&b, "\n### Step %d\n", j+1)
@@ -60,7 +60,7 @@ func WriteMarkdown(w io.Writer, d *Doc, assets string) ([]Asset, error) {
 			}
 			fmt.Fprintf(&b, "\n%s", fenced("python", st.Code))
 			if st.Error != "" {
-				fmt.Fprintf(&b, "\nThe call could not run: %s\n", inline(st.Error))
+				fmt.Fprintf(&b, "\nThe call could not run: %s\n", mdInline(st.Error))
 			}
 			if st.Stdout != "" {
 				fmt.Fprintf(&b, "\n%s", fenced("text", st.Stdout))
@@ -72,7 +72,7 @@ func WriteMarkdown(w io.Writer, d *Doc, assets string) ([]Asset, error) {
 				fmt.Fprintf(&b, "\n%s\n", status)
 			}
 			if st.Note != "" {
-				fmt.Fprintf(&b, "\n_%s_\n", inline(st.Note))
+				fmt.Fprintf(&b, "\n_%s_\n", mdInline(st.Note))
 			}
 			for _, img := range st.Images {
 				p, ok := written[img.Name]
@@ -81,7 +81,7 @@ func WriteMarkdown(w io.Writer, d *Doc, assets string) ([]Asset, error) {
 					written[img.Name] = p
 					out = append(out, Asset{Path: p, Data: img.Data})
 				}
-				fmt.Fprintf(&b, "\n![%s](%s)\n", inline(img.Name), linkPath(p))
+				fmt.Fprintf(&b, "\n![%s](%s)\n", mdInline(img.Name), linkPath(p))
 			}
 			if others := notImages(st); len(others) > 0 {
 				fmt.Fprintf(&b, "\nSaved %s.\n", codeList(others))
@@ -151,8 +151,8 @@ func quoted(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// inline is text for one line: a heading, an alt text, a note.
-func inline(s string) string {
+// mdInline is text for one line: a heading, an alt text, a note.
+func mdInline(s string) string {
 	return strings.NewReplacer("\n", " ", "\r", " ", "[", "\\[", "]", "\\]", "*", "\\*", "_", "\\_", "`", "\\`").Replace(text(s))
 }
 

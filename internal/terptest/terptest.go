@@ -293,3 +293,27 @@ func SmallDisk(t testing.TB, size int64) string {
 	})
 	return dir
 }
+
+// ChromiumEnv names the Chromium (or Chrome) binary the browser tests drive,
+// instead of the one on PATH.
+const ChromiumEnv = "TERP_TEST_CHROMIUM"
+
+// chromiumTold is done once the browser tests' skip was announced.
+var chromiumTold sync.Once
+
+// Chromium returns the browser that the tests of terp's web pages open
+// them in: $TERP_TEST_CHROMIUM, or Debian's chromium on PATH (`make
+// test-deps` installs it). Without one the test is skipped, loudly.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(ChromiumEnv); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	skipLoudly(t, &chromiumTold, "BROWSER TESTS SKIPPED: no chromium on PATH; run `make test-deps` (or apt-get install chromium), or set "+ChromiumEnv)
+	return ""
+}
