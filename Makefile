@@ -138,8 +138,8 @@ soak:
 # eval runs terp's evaluation suite (examples/eval, see docs/eval.md) with
 # the configured model (TERP_MODEL, TERP_BASE_URL, or the config file), or
 # with each of MODELS=a,b,c, each case REPEAT times, and writes
-# $(EVAL_OUT): results.jsonl, junit.xml, report.md (the table to read) and
-# the files each run saved. Runs that fail are the measurement, not an
+# $(EVAL_OUT): results.jsonl, junit.xml, report.md (the table to read),
+# report.html (the same run as a page) and the files each run saved. Runs that fail are the measurement, not an
 # error: it exits 0 once the report is written. JOBS cases run at once.
 EVAL_OUT ?= eval-results/$(shell date -u +%Y-%m-%d)
 MODELS   ?=
@@ -148,7 +148,7 @@ JOBS     ?= 4
 eval: build
 	@mkdir -p $(EVAL_OUT)
 	@$(BIN) batch -j $(JOBS) --repeat $(REPEAT) $(if $(MODELS),--models $(MODELS)) --max-time 10m \
-		--out $(EVAL_OUT)/results.jsonl --junit $(EVAL_OUT)/junit.xml --markdown $(EVAL_OUT)/report.md \
+		--out $(EVAL_OUT)/results.jsonl --junit $(EVAL_OUT)/junit.xml --markdown $(EVAL_OUT)/report.md --html $(EVAL_OUT)/report.html \
 		--artifacts $(EVAL_OUT)/artifacts examples/eval/cases.jsonl; status=$$?; \
 	if [ $$status -le 1 ]; then echo "the report: $(EVAL_OUT)/report.md"; exit 0; fi; exit $$status
 

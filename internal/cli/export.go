@@ -204,6 +204,8 @@ func writeExport(doc *export.Doc, format, out string, stdout io.Writer) ([]strin
 		switch format {
 		case "ipynb":
 			return export.WriteNotebook(w, doc)
+		case "html":
+			return export.WriteHTML(w, doc)
 		case "md":
 			assets, err := export.WriteMarkdown(w, doc, mdAssetDir(out, doc))
 			if err != nil {
@@ -211,7 +213,7 @@ func writeExport(doc *export.Doc, format, out string, stdout io.Writer) ([]strin
 			}
 			return writeAssets(filepath.Dir(outOrHere(out)), assets)
 		}
-		return fmt.Errorf("the %s export is not built yet", format)
+		return fmt.Errorf("no export has the format %q", format)
 	}
 	if out == "-" {
 		return told, render(stdout)

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"image/png"
 	"os"
 	"os/exec"
@@ -236,4 +238,37 @@ func notebookOutputs(t *testing.T, p string) [][]nbOut {
 		}
 	}
 	return out
+}
+
+// An HTML export is one file: the chart is in it, the run's output too,
+// and it may load nothing from anywhere.
+func TestSessionsExportHTML(t *testing.T) {
+	env, id := exportedConversation(t)
+	out := filepath.Join(t.TempDir(), "report.html")
+	if r := terp(t, env, "", "sessions", "export", id, "-o", out); r.code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`http-equiv="Content-Security-Policy"`, "total 42", "The total is 42", "plot it"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	const prefix = "data:image/png;base64,"
+	i := strings.Index(string(page), prefix)
+	if i < 0 {
+		t.Fatal("the page embeds no PNG")
+	}
+	b64 := string(page[i+len(prefix):])
+	b64 = b64[:strings.IndexAny(b64, `"'`)]
+	img, err := base64.StdEncoding.DecodeString(html.UnescapeString(b64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := png.DecodeConfig(bytes.NewReader(img)); err != nil || cfg.Width != 400 || cfg.Height != 300 {
+		t.Errorf("the embedded chart is %dx%d (%v), want the run's 400x300", cfg.Width, cfg.Height, err)
+	}
 }
