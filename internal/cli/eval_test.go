@@ -97,10 +97,13 @@ func TestEvalOracle(t *testing.T) {
 		}
 		return llmtest.Answer(strings.TrimSpace(res.Stdout))
 	})
-	out := t.TempDir()
+	// The reports go where CI keeps what a person may look at; the
+	// results and the runs' files stay in the test's directory.
+	out, reports := t.TempDir(), terptest.ArtifactsDir(t)
+	md, page := filepath.Join(reports, "eval-oracle-report.md"), filepath.Join(reports, "eval-oracle-report.html")
 	env := homeEnv(t, map[string]string{"TERP_BASE_URL": oracle.BaseURL(), "TERP_MODEL": oracleModel})
 	cmd := exec.Command(terptest.Binary(t), "batch", "--out", filepath.Join(out, "results.jsonl"),
-		"--junit", filepath.Join(out, "junit.xml"), "--markdown", filepath.Join(out, "report.md"),
+		"--junit", filepath.Join(out, "junit.xml"), "--markdown", md, "--html", page,
 		"--artifacts", filepath.Join(out, "artifacts"), evalSuite)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -124,13 +127,16 @@ func TestEvalOracle(t *testing.T) {
 	if runErr != nil && !t.Failed() {
 		t.Errorf("terp batch: %v\nstdout:\n%s\nstderr:\n%s", runErr, stdout.String(), stderr.String())
 	}
-	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	report, err := os.ReadFile(md)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), fmt.Sprintf("| %s | %d | 100.0%% |", oracleModel, len(cases))) ||
-		!strings.Contains(string(md), "## Levels") || !strings.Contains(string(md), "## Skills") {
-		t.Errorf("the Markdown report does not give the oracle every case, per level and per skill:\n%s", md)
+	if !strings.Contains(string(report), fmt.Sprintf("| %s | %d | 100.0%% |", oracleModel, len(cases))) ||
+		!strings.Contains(string(report), "## Levels") || !strings.Contains(string(report), "## Skills") {
+		t.Errorf("the Markdown report does not give the oracle every case, per level and per skill:\n%s", report)
 	}
-	t.Logf("%d cases pass with their reference solutions\n%s", len(results), stdout.String())
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), oracleModel) {
+		t.Errorf("the HTML report (%v) does not name the oracle", err)
+	}
+	t.Logf("%d cases pass with their reference solutions; reports %s and %s\n%s", len(results), md, page, stdout.String())
 }

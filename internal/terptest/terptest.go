@@ -194,6 +194,25 @@ func Node(t testing.TB, pkg string, needs ...string) string {
 	return abs
 }
 
+// ArtifactsEnv names a directory for what tests leave for a person to look
+// at (screenshots, reports), such as CI's artifacts.
+const ArtifactsEnv = "TERP_TEST_ARTIFACTS"
+
+// ArtifactsDir is where a test writes what a person should be able to look
+// at after the run: $TERP_TEST_ARTIFACTS (made if need be; .ci/run sets
+// it), or else the test's temporary directory.
+func ArtifactsDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(ArtifactsEnv)
+	if dir == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // JupyterDebs are Debian's packages that run notebooks for the tests; the
 // Makefile's TEST_DEBS holds them too.
 const JupyterDebs = "python3-nbformat python3-nbclient python3-ipykernel"

@@ -30,11 +30,6 @@ import (
 	"github.com/terpdev/terp/internal/terptest"
 )
 
-// ArtifactsEnv names a directory for what the browser tests leave to look
-// at (their screenshots), such as CI's artifacts; without it they go to the
-// test's temporary directory.
-const ArtifactsEnv = "TERP_TEST_ARTIFACTS"
-
 // Options say how to open a page.
 type Options struct {
 	// Width and Height are the viewport's, in CSS pixels; Mobile emulates a
@@ -179,7 +174,7 @@ func Eval[T any](t *testing.T, p *Page, js string) T {
 }
 
 // Screenshot takes a screenshot of the whole page, writes it as name (a
-// .png) to $TERP_TEST_ARTIFACTS or the test's temporary directory, logs
+// .png) to terptest.ArtifactsDir, logs
 // where, and fails the test unless it is a PNG with something drawn on it.
 func (p *Page) Screenshot(t *testing.T, name string) image.Image {
 	t.Helper()
@@ -187,13 +182,7 @@ func (p *Page) Screenshot(t *testing.T, name string) image.Image {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	dir := os.Getenv(ArtifactsEnv)
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
+	path := filepath.Join(terptest.ArtifactsDir(t), name)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
