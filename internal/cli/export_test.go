@@ -8,7 +8,6 @@ import (
 	"html"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,7 +107,7 @@ func TestChatExport(t *testing.T) {
 // of its upload: nbclient on Debian's ipykernel regenerates the text each
 // run printed (its last expression's value included) and the chart.
 func TestSessionsExportNotebookRunsInJupyter(t *testing.T) {
-	python := terptest.JupyterPython(t)
+	terptest.JupyterPython(t) // before the conversation: skip at once without Jupyter
 	s := llmtest.New(t,
 		llmtest.Fixed(llmtest.RunPython("import pandas as pd\ndf = pd.read_csv('/work/sales.csv')\nprint(len(df), 'months')\ndf['revenue'].max()")),
 		llmtest.Fixed(llmtest.RunPython(strings.Replace(exportChartCode, "plt.plot([1, 2, 3])", "plt.plot(df['revenue'])", 1))),
@@ -130,14 +129,7 @@ func TestSessionsExportNotebookRunsInJupyter(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorded := notebookOutputs(t, nb)
-	cmd := exec.Command(python, "../export/testdata/run_notebook.py", nb)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "JUPYTER_RUNTIME_DIR=" + t.TempDir(), "IPYTHONDIR=" + t.TempDir()}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("run_notebook.py: %v\n%s", err, stderr.String())
-	}
+	out := terptest.RunNotebook(t, "../export/testdata/run_notebook.py", nb)
 	var ran struct {
 		Warnings []string
 		Cells    []struct{ Outputs []nbOut }

@@ -2,14 +2,12 @@ package export
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,7 +65,7 @@ func ranConversation() *store.Conversation {
 // fail only where terp's run failed, print what terp recorded, and write
 // its chart next to the notebook, not in /work.
 func TestNotebookRunsInJupyter(t *testing.T) {
-	python := terptest.JupyterPython(t)
+	terptest.JupyterPython(t) // skip at once without Jupyter
 	d := Build(ranConversation(), func(name string, limit int64) ([]byte, error) {
 		if name != "chart.png" {
 			return nil, os.ErrNotExist
@@ -91,23 +89,7 @@ func TestNotebookRunsInJupyter(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	script, err := filepath.Abs(filepath.Join("testdata", "run_notebook.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, python, script, path)
-	cmd.Dir = dir
-	// Jupyter's connection files and IPython's profile go to the test's
-	// directories; a PYTHONPATH for another Python would break Debian's.
-	cmd.Env = append(withoutEnv(os.Environ(), "PYTHONPATH"), "JUPYTER_RUNTIME_DIR="+t.TempDir(), "IPYTHONDIR="+t.TempDir())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("run_notebook.py: %v\n%s", err, stderr.String())
-	}
+	out := terptest.RunNotebook(t, filepath.Join("testdata", "run_notebook.py"), path)
 	var ran struct {
 		Warnings []string
 		Cells    []struct {
@@ -190,14 +172,4 @@ func textPlain(data map[string]any) string {
 		return b.String()
 	}
 	return ""
-}
-
-func withoutEnv(env []string, name string) []string {
-	var out []string
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, name+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }

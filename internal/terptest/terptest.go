@@ -6,6 +6,7 @@
 package terptest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -243,6 +244,37 @@ func JupyterPython(t testing.TB) string {
 		skipLoudly(t, &jupyterTold, fmt.Sprintf("JUPYTER TESTS SKIPPED: %s cannot run notebooks (%s); run `make test-deps` (Debian's %s)", python, why, JupyterDebs))
 	}
 	return python
+}
+
+// RunNotebook runs script (internal/export/testdata/run_notebook.py: it
+// validates the notebook nb, runs it with nbclient in its directory and
+// prints JSON) with JupyterPython, and returns what it printed. Jupyter's
+// connection files and IPython's profile go to the test's directories, and
+// a PYTHONPATH meant for another Python is dropped.
+func RunNotebook(t testing.TB, script, nb string) []byte {
+	t.Helper()
+	python := JupyterPython(t)
+	script, err := filepath.Abs(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, script, nb)
+	cmd.Dir = filepath.Dir(nb)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PYTHONPATH=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "JUPYTER_RUNTIME_DIR="+t.TempDir(), "IPYTHONDIR="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(script), nb, err, stderr.String())
+	}
+	return out
 }
 
 // fromRoot is path relative to the module's root, where a command to fix
