@@ -184,7 +184,7 @@ func textOfOutputs(outs []nbOut) outputsText {
 		case []any:
 			var b strings.Builder
 			for _, s := range v {
-				b.WriteString(fmt.Sprint(s))
+				fmt.Fprint(&b, s)
 			}
 			return b.String()
 		}
