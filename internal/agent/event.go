@@ -82,8 +82,11 @@ type ToolOutput struct {
 	Stopped string
 	// Error is set when the call could not run at all (bad arguments, an
 	// unknown tool, a sandbox failure); the model is told the same text.
-	Error    string
-	Files    []string
+	Error string
+	Files []string
+	// Value is the repr of the code's last expression, which Stdout ends
+	// with (kernel mode); "" when it had none.
+	Value    string
 	Duration time.Duration
 }
 

@@ -155,7 +155,7 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 	run, saved, res := ex.run, ex.saved, ex.res
 	send(ToolOutput{
 		Step: step, ID: call.ID, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
-		TimedOut: res.TimedOut, Notice: res.Note, Files: res.Files, Duration: run.Duration,
+		TimedOut: res.TimedOut, Notice: res.Note, Files: res.Files, Value: run.Value, Duration: run.Duration,
 	})
 	named := make(map[string]bool, len(res.Files))
 	for _, n := range res.Files {

@@ -142,9 +142,14 @@ func TestSessionsExportNotebookRunsInJupyter(t *testing.T) {
 	}
 	for i, cell := range ran.Cells {
 		got, want := textOfOutputs(cell.Outputs), textOfOutputs(recorded[i])
-		if got.text != want.text || got.errors != 0 {
+		if got.text != want.text || got.errors != 0 || got.values != want.values {
 			t.Errorf("cell %d: ran %+v, recorded %+v", i, got, want)
 		}
+	}
+	// The first run's last expression is its cell's value, as Jupyter
+	// makes it: terp's kernel told it apart from what the run printed.
+	if first := textOfOutputs(recorded[1]); first.values != 1 {
+		t.Errorf("the first run's cell records %d values, want df['revenue'].max()", first.values)
 	}
 	// The chart is recorded as an image; run again (matplotlib's Agg, no
 	// inline display) it is saved where /work stood, next to the notebook.
@@ -171,8 +176,8 @@ type nbOut struct {
 // its last expression as one text (terp's kernel prints the value; Jupyter
 // makes it an execute_result), its errors and its images.
 type outputsText struct {
-	text           string
-	errors, images int
+	text                   string
+	errors, images, values int
 }
 
 func textOfOutputs(outs []nbOut) outputsText {
@@ -196,6 +201,7 @@ func textOfOutputs(outs []nbOut) outputsText {
 			o.text += join(out.Text)
 		case "execute_result":
 			o.text += join(out.Data["text/plain"]) + "\n"
+			o.values++
 		case "error":
 			o.errors++
 		case "display_data":

@@ -93,7 +93,17 @@ func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), cal
 	if err := c.begin(ctx); err != nil {
 		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
 	}
-	res, err := call(ctx, send)
+	res, err := call(ctx, func(e agent.Event) {
+		if o, ok := e.(agent.ToolOutput); ok && o.Value != "" {
+			c.recMu.Lock()
+			if c.rec.Values == nil {
+				c.rec.Values = map[string]string{}
+			}
+			c.rec.Values[o.ID] = o.Value
+			c.recMu.Unlock()
+		}
+		send(e)
+	})
 	c.end()
 	turn := Turn{Result: res}
 	if c.keepFiles {

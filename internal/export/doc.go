@@ -55,8 +55,11 @@ type Step struct {
 	// Stdout and Stderr are as the model received them: cut in the middle
 	// when long.
 	Stdout, Stderr string
-	ExitCode       int
-	TimedOut       bool
+	// Value is the repr of the code's last expression (kernel mode), which
+	// the model read at the end of its stdout; Stdout is without it.
+	Value    string
+	ExitCode int
+	TimedOut bool
 	// Note is what terp told the model of the run (a timeout, a restart).
 	Note string
 	// Error is set when the call could not run at all (bad arguments).
@@ -65,6 +68,15 @@ type Step struct {
 	Saved []string
 	// Images are the images among Saved that could be read, in order.
 	Images []Image
+}
+
+// Printed is all the run printed on stdout, as the model read it: its
+// output, then its value.
+func (s Step) Printed() string {
+	if s.Value == "" {
+		return s.Stdout
+	}
+	return s.Stdout + s.Value + "\n"
 }
 
 // Image is a chart (or any image) a run saved.
@@ -146,6 +158,9 @@ func Build(c *store.Conversation, read ReadFunc) *Doc {
 			}
 			st := &d.Turns[where.turn].Steps[where.step]
 			fillResult(st, m.Content)
+			if v, ok := c.Values[m.ToolCallID]; ok && strings.HasSuffix(st.Stdout, v+"\n") {
+				st.Stdout, st.Value = strings.TrimSuffix(st.Stdout, v+"\n"), v
+			}
 			for _, f := range st.Saved {
 				if !seen[f] {
 					seen[f] = true

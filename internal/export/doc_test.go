@@ -77,3 +77,26 @@ func TestBuild(t *testing.T) {
 		t.Errorf("warnings %v, want one naming the chart it could not read", d.Warnings)
 	}
 }
+
+// A run's value (its last expression's repr, which the model read at the
+// end of stdout) is told apart from what it printed.
+func TestBuildValue(t *testing.T) {
+	c := sample()
+	c.Messages[3].Content = `{"exit_code":0,"stdout":"loaded\n   month  revenue\n0  2025-01  100\n","stderr":""}`
+	c.Values = map[string]string{"a": "   month  revenue\n0  2025-01  100", "b": "not what it printed"}
+	d := Build(c, nil)
+	one, two := d.Turns[0].Steps[0], d.Turns[0].Steps[1]
+	if one.Stdout != "loaded\n" || one.Value != "   month  revenue\n0  2025-01  100" || one.Printed() != "loaded\n   month  revenue\n0  2025-01  100\n" {
+		t.Errorf("step 1: stdout %q, value %q", one.Stdout, one.Value)
+	}
+	if two.Value != "" {
+		t.Errorf("step 2 printed no such value, yet has %q", two.Value)
+	}
+	var nb strings.Builder
+	if err := WriteNotebook(&nb, d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(nb.String(), `"output_type": "execute_result"`) || !strings.Contains(nb.String(), `"execution_count": 1`) {
+		t.Errorf("the notebook has no execute_result for the value:\n%s", nb.String())
+	}
+}

@@ -50,7 +50,7 @@ func WriteHTML(w io.Writer, d *Doc) error {
 			hs := htmlStep{
 				Summary: stepSummary(i+1, st), Failed: st.ExitCode != 0 || st.TimedOut || st.Error != "",
 				Said: prose(st.Said), Code: highlight(st.Code),
-				Stdout: st.Stdout, Stderr: st.Stderr, Note: st.Note, Error: st.Error,
+				Stdout: st.Printed(), Stderr: st.Stderr, Note: st.Note, Error: st.Error,
 			}
 			for _, img := range st.Images {
 				hi := embed(img)

@@ -62,8 +62,8 @@ func WriteMarkdown(w io.Writer, d *Doc, assets string) ([]Asset, error) {
 			if st.Error != "" {
 				fmt.Fprintf(&b, "\nThe call could not run: %s\n", mdInline(st.Error))
 			}
-			if st.Stdout != "" {
-				fmt.Fprintf(&b, "\n%s", fenced("text", st.Stdout))
+			if out := st.Printed(); out != "" {
+				fmt.Fprintf(&b, "\n%s", fenced("text", out))
 			}
 			if st.Stderr != "" {
 				fmt.Fprintf(&b, "\nstderr:\n\n%s", fenced("text", st.Stderr))

@@ -116,12 +116,13 @@ func (nb *notebookWriter) step(st Step) {
 	}
 	code, changed := relativeWork(st.Code)
 	nb.rewritten = nb.rewritten || changed
-	c := &codeCell{CellType: "code", Metadata: map[string]any{}, Outputs: outputs(st), Source: lines(code)}
+	c := &codeCell{CellType: "code", Metadata: map[string]any{}, Source: lines(code)}
 	if nb.kernel {
 		nb.count++
 		n := nb.count
 		c.ExecutionCount = &n
 	}
+	c.Outputs = outputs(st, c.ExecutionCount)
 	meta := map[string]any{"exit_code": st.ExitCode}
 	if st.TimedOut {
 		meta["timed_out"] = true
@@ -140,8 +141,9 @@ func (nb *notebookWriter) step(st Step) {
 }
 
 // outputs are a run's outputs as Jupyter records them: stdout, stderr,
-// the images it saved, and last the exception a failed run ended with.
-func outputs(st Step) []map[string]any {
+// the images it saved, the value of its last expression (numbered count,
+// as its cell), and last the exception a failed run ended with.
+func outputs(st Step, count *int) []map[string]any {
 	out := []map[string]any{}
 	stream := func(name, text string) {
 		if text != "" {
@@ -165,6 +167,10 @@ func outputs(st Step) []map[string]any {
 			data[img.Type] = base64.StdEncoding.EncodeToString(img.Data)
 		}
 		out = append(out, map[string]any{"output_type": "display_data", "data": data, "metadata": map[string]any{"terp": map[string]any{"file": img.Name}}})
+	}
+	if st.Value != "" {
+		out = append(out, map[string]any{"output_type": "execute_result", "execution_count": count,
+			"data": map[string]any{"text/plain": lines(st.Value)}, "metadata": map[string]any{}})
 	}
 	if exc != nil {
 		out = append(out, exc)

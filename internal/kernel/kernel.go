@@ -309,7 +309,11 @@ func (k *Kernel) finished(s *runSink, d doneMsg) Result {
 	k.mu.Lock()
 	k.last = d
 	k.mu.Unlock()
-	return Result{ExitCode: d.ExitCode, Stdout: s.out.String(), Stderr: s.err.String()}
+	res := Result{ExitCode: d.ExitCode, Stdout: s.out.String(), Stderr: s.err.String()}
+	if d.Value != nil {
+		res.Value = *d.Value
+	}
+	return res
 }
 
 // interrupt ends a run that timed out (cause nil) or whose ctx ended (cause is

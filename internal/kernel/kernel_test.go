@@ -33,7 +33,19 @@ func TestCells(t *testing.T) {
 			{"__name__", "'__main__'\n"},
 			{"df", "   a\n0  1\n1  2\n2  3\n"},
 		} {
-			wantOK(t, run(t, k, tt.code), tt.want)
+			res := run(t, k, tt.code)
+			wantOK(t, res, tt.want)
+			// The value is also told apart, for an export: the repr the
+			// output ends with.
+			if want := strings.TrimSuffix(tt.want, "\n"); tt.code != "print('printed')" && res.Value != want {
+				t.Errorf("%q: value %q, want %q", tt.code, res.Value, want)
+			}
+		}
+		if res := run(t, k, "print('out')\n7 * 6"); res.Stdout != "out\n42\n" || res.Value != "42" {
+			t.Errorf("output then a value: stdout %q, value %q", res.Stdout, res.Value)
+		}
+		if res := run(t, k, "print('no value')"); res.Value != "" {
+			t.Errorf("a cell without a last expression has the value %q", res.Value)
 		}
 		res := run(t, k, "'z' * 50000")
 		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "[... repr cut at 20000 of 50002 characters ...]") ||

@@ -100,8 +100,11 @@ type doneMsg struct {
 	// Figures are the files (relative to /work) the run's open matplotlib
 	// figures were saved as, by plt.show() or after the run.
 	Figures []string `json:"figures"`
-	Cell    int      `json:"cell"`
-	Seconds float64  `json:"seconds"`
+	// Value is the repr of the cell's last expression, as printed at the
+	// end of its stdout; nil when it had none (or it was None).
+	Value   *string `json:"value"`
+	Cell    int     `json:"cell"`
+	Seconds float64 `json:"seconds"`
 }
 
 // newNonce returns 128 random bits in hex, for a run or a worker's ready

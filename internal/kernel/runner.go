@@ -39,7 +39,10 @@ type Result struct {
 	ExitCode int
 	// Stdout and Stderr are cut to their bounds, keeping head and tail.
 	Stdout, Stderr string
-	TimedOut       bool
+	// Value is the repr of the code's last expression (kernel mode), which
+	// Stdout ends with; "" when it had none.
+	Value    string
+	TimedOut bool
 	// Notice, when set, tells the model something about the run it must
 	// know to go on: that it timed out, that the interpreter crashed, that
 	// variables were lost and files kept.

@@ -144,6 +144,7 @@ class Worker:
         self.std = StdStreams()
         self.cell = 0
         self.figures = []  # saved during the current run
+        self.value = None  # the repr the current run's last expression showed
         self.sigint = False  # a SIGINT arrived during the current run
         self.pid = os.getpid()  # the worker's; any other is a forked child's
         self.forked = False  # set in a child by os.fork's at-fork hook
@@ -165,6 +166,7 @@ class Worker:
     def run(self, nonce, code):
         self.cell += 1
         self.figures = []
+        self.value = None
         self.sigint = False
         started = time.monotonic()
         self.chan.begin(nonce)
@@ -200,6 +202,7 @@ class Worker:
             "exit_code": exit_code,
             "interrupted": self.sigint,
             "figures": self.figures,
+            "value": self.value,
             "cell": self.cell,
             "seconds": round(time.monotonic() - started, 6),
         })
@@ -253,7 +256,7 @@ class Worker:
                 if last is not None:
                     value = eval(last, self.ns)
                     if value is not None:
-                        show_value(value)
+                        self.value = show_value(value)
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
         except SystemExit as e:
@@ -320,10 +323,14 @@ def ends_with_semicolon(code):
 
 
 def show_value(value):
+    """Prints the repr of a cell's last expression, as the cell's last
+    output, and returns it (for the done frame: an export shows it as the
+    cell's value)."""
     text = repr(value)
     if len(text) > MAX_REPR:
         text = text[:MAX_REPR] + "\n[... repr cut at %d of %d characters ...]" % (MAX_REPR, len(text))
     sys.stdout.write(text + "\n")
+    return text
 
 
 def exit_status(code):

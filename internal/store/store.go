@@ -49,13 +49,17 @@ type Conversation struct {
 	Settings Settings `json:"settings"`
 	// Sandbox names the backend and the sandbox id that resumes it; the id
 	// is empty while the sandbox runs, or once it is gone.
-	Sandbox   SandboxRef    `json:"sandbox"`
-	Messages  []llm.Message `json:"messages"`
-	Inputs    []File        `json:"inputs,omitempty"`
-	Downloads []File        `json:"downloads,omitempty"`
-	Usage     llm.Usage     `json:"usage"`
-	Steps     int           `json:"steps"`
-	Turns     int           `json:"turns"`
+	Sandbox  SandboxRef    `json:"sandbox"`
+	Messages []llm.Message `json:"messages"`
+	// Values are the reprs of runs' last expressions (kernel mode), by
+	// the tool call's id: what an export shows as a cell's value. The model
+	// read each at the end of its run's stdout.
+	Values    map[string]string `json:"values,omitempty"`
+	Inputs    []File            `json:"inputs,omitempty"`
+	Downloads []File            `json:"downloads,omitempty"`
+	Usage     llm.Usage         `json:"usage"`
+	Steps     int               `json:"steps"`
+	Turns     int               `json:"turns"`
 	// CodeRan is set, and saved, just before the conversation's code first
 	// runs. A terp killed in that step saves no messages, yet the code may
 	// have set variables a later kernel no longer has and left files in
