@@ -12,6 +12,8 @@ LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # names no server, see internal/postgres/pgtest; nbformat, nbclient and
 # ipykernel validate and run the exported notebook, see
 # internal/export/jupyter_test.go, and terptest.JupyterDebs says the same;
+# ipykernel, with the jupyter_client it depends on, is also the peer kernel
+# of BenchmarkKernelVsJupyter in internal/kernel;
 # chromium opens the web pages terp writes, the exported conversation and
 # the batch report, see internal/terptest/browsertest).
 # util-linux brings prlimit, which limits root's sandboxes.
