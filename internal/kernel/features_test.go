@@ -3,7 +3,6 @@ package kernel
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -39,7 +38,7 @@ func TestFigures(t *testing.T) {
 	}
 
 	// Prewarming matplotlib imports pyplot too.
-	wantOK(t, run(t, k, "import sys\n'matplotlib.pyplot' in sys.modules"), "True\n")
+	wantOK(t, run(t, k, awaitPrewarm+"import sys\n'matplotlib.pyplot' in sys.modules"), "True\n")
 
 	// plt.show() saves and closes; a figure left open is saved after the run.
 	wantOK(t, run(t, k, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.title('shown')\nplt.show()\n"+
@@ -81,51 +80,98 @@ func TestFigures(t *testing.T) {
 		"agg\nmodule://_terp_mpl_backend\n")
 }
 
-func TestPrewarmDoesNotDelayStart(t *testing.T) {
+// slowmod is a module whose import blocks until /work/release exists.
+const slowmod = "import os, time\nopen('/work/started', 'w').close()\n" +
+	"while not os.path.exists('/work/release'):\n    time.sleep(0.01)\n"
+
+// awaitPrewarm is code that waits for the worker's prewarm imports to end.
+const awaitPrewarm = "import threading\nfor t in threading.enumerate():\n" +
+	"    if t.name == 'terp-prewarm':\n        t.join()\n"
+
+func TestPrewarmDoesNotDelayRuns(t *testing.T) {
 	t.Parallel()
 	sbx := newSandbox(t)
-	// slowmod's import blocks until the test releases it, so Start can only
-	// return if it does not wait for the prewarm imports.
-	writeFile(t, sbx, "/work/slowmod.py", "import os, time\nopen('/work/started', 'w').close()\n"+
-		"while not os.path.exists('/work/release'):\n    time.sleep(0.01)\n")
-	k := startKernel(t, sbx, Options{Prewarm: []string{"slowmod", "no_such_module"}})
+	// slowmod's import blocks until the test releases it, so Start and the
+	// runs can only return if they do not wait for the prewarm imports.
+	writeFile(t, sbx, "/work/slowmod.py", slowmod)
+	k := startKernel(t, sbx, Options{Prewarm: []string{"slowmod", "no_such_module"}, ReadyTimeout: 5 * time.Second})
 	waitForFile(t, sbx, "started")
-
-	// A run that comes before the imports are done waits, and its ctx can
-	// end the wait.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if _, err := k.Run(ctx, "1", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Run before ready = %v, want its ctx's error", err)
+	wantOK(t, run(t, k, "x = 6 * 7\nx"), "42\n")
+	wantOK(t, run(t, k, "x"), "42\n")
+	// A cell that imports waits for the prewarm imports, and can be
+	// interrupted while it waits.
+	res, err := k.Run(context.Background(), "import os", 300*time.Millisecond)
+	if err != nil || !res.TimedOut || !strings.Contains(res.Stderr, "KeyboardInterrupt") {
+		t.Errorf("an import before the prewarm's end: %v, %+v", err, res)
 	}
 
 	writeFile(t, sbx, "/work/release", "")
-	// The wait does not count against the run's timeout.
-	res := runWithin(t, k, "import sys\n'slowmod' in sys.modules, 'no_such_module' in sys.modules", 100*time.Millisecond)
-	wantOK(t, res, "(True, False)\n")
-	info := currentWorker(t, k).info
-	if !strings.Contains(info.Failed["no_such_module"], "ModuleNotFoundError") || len(info.Failed) != 1 ||
-		!strings.HasPrefix(info.Python, "3.") {
-		t.Errorf("ready message %+v", info)
+	wantOK(t, run(t, k, awaitPrewarm+"import sys\n'slowmod' in sys.modules, 'no_such_module' in sys.modules"),
+		"(True, False)\n")
+	w := currentWorker(t, k)
+	if !strings.HasPrefix(w.info.Python, "3.") {
+		t.Errorf("ready message %+v", w.info)
 	}
-}
-
-func TestReadyTimeout(t *testing.T) {
-	t.Parallel()
-	sbx := newSandbox(t)
-	writeFile(t, sbx, "/work/slowmod.py", "import os, time\n"+
-		"while not os.path.exists('/work/release'):\n    time.sleep(0.01)\n")
-	k := startKernel(t, sbx, Options{Prewarm: []string{"slowmod"}, ReadyTimeout: 500 * time.Millisecond})
-	_, err := k.Run(context.Background(), "1", time.Minute)
-	if err == nil || !strings.Contains(err.Error(), "not ready after 500ms") {
-		t.Errorf("Run = %v, want the ready timeout", err)
+	// The worker's stderr is read aside, so the line may come a little later.
+	failed := "prewarm no_such_module: ModuleNotFoundError"
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(w.diagnostics(), failed); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's diagnostics do not name the module that failed:\n%s", w.diagnostics())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	writeFile(t, sbx, "/work/release", "")
-	wantOK(t, run(t, k, "1"), "1\n")
 
 	if _, err := Start(context.Background(), sbx, Options{Prewarm: []string{"os; rm -rf /"}}); err == nil {
 		t.Error("Start accepted a bad module name")
 	}
+}
+
+// TestPrewarmWaitsForIdleCores checks the gate that holds the prewarm
+// thread back while the machine is busy: the code makes the gate see a
+// busy machine, and the thread then waits before its next module until a
+// run is in progress.
+func TestPrewarmWaitsForIdleCores(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	writeFile(t, sbx, "/work/slowmod.py", slowmod)
+	writeFile(t, sbx, "/work/nextmod.py", "open('/work/nextmod-imported', 'w').close()\n")
+	k := startKernel(t, sbx, Options{Prewarm: []string{"slowmod", "nextmod"}})
+	waitForFile(t, sbx, "started")
+	// Every look at the machine's load, which the gate takes between runs
+	// only, now finds it busy and leaves a mark.
+	// __import__ is not an import statement, which would wait for the
+	// prewarm imports.
+	wantOK(t, run(t, k, `sys = __import__("sys")
+gate = next(f for f in sys.meta_path if type(f).__name__ == "IdleCoreGate")
+looks = []
+def busy():
+    looks.append(1)
+    open("/work/busy-%d" % len(looks), "w").close()
+    return True
+gate.busy = busy`), "")
+
+	writeFile(t, sbx, "/work/release", "")
+	waitForFile(t, sbx, "busy-3")
+	if files := listWork(t, sbx); slices.Contains(files, "nextmod-imported") {
+		t.Fatalf("the prewarm imported nextmod while the machine was busy: %v", files)
+	}
+	// A run lets it go on: the code might be waiting for its imports.
+	wantOK(t, run(t, k, awaitPrewarm+"import sys\n'nextmod' in sys.modules"), "True\n")
+	waitForFile(t, sbx, "nextmod-imported")
+}
+
+// listWork returns the names of the files in /work.
+func listWork(t testing.TB, sbx sandbox.Sandbox) []string {
+	t.Helper()
+	files, err := sbx.List(context.Background(), sandbox.WorkDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Path)
+	}
+	return names
 }
 
 // waitForFile waits until the code created /work/name.

@@ -29,6 +29,13 @@ type Options struct {
 	// the model is still writing its first request. "matplotlib" also
 	// imports matplotlib.pyplot, which builds the font cache. Modules that
 	// fail to import are skipped. Empty means none.
+	//
+	// The imports happen in a thread of the worker, and runs do not wait
+	// for them: code that needs a module still being imported waits for
+	// that import alone. Between runs the thread imports only while the
+	// machine has idle cores (see IdleCoreGate in worker.py), so many
+	// kernels on a few cores (a batch) do not spend their CPU on imports
+	// their code may never need.
 	Prewarm []string
 	// MaxStdout and MaxStderr bound what is kept of each run's output, in
 	// bytes, head and tail (see sandbox.Capture). Zero means
@@ -38,8 +45,8 @@ type Options struct {
 	// before the worker is killed and replaced. Zero means DefaultGrace.
 	Grace time.Duration
 	// ReadyTimeout bounds how long a run waits for the worker's start-up
-	// (the prewarm imports). The wait does not count against the run's own
-	// timeout. Zero means DefaultReadyTimeout.
+	// (the interpreter's, not the prewarm imports'). The wait does not count
+	// against the run's own timeout. Zero means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 }
 
@@ -73,9 +80,10 @@ var errClosed = errors.New("the Python kernel is closed")
 // moduleName is what Options.Prewarm accepts: dotted Python identifiers.
 var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
-// Start starts the worker in sbx and returns without waiting for its prewarm
-// imports, which overlap with whatever the caller does next (typically the
-// model's first request); the first Run waits for them.
+// Start starts the worker in sbx and returns without waiting for it. Its
+// prewarm imports overlap with whatever the caller does next (typically the
+// model's first request), and with the runs: the first Run waits only for
+// the interpreter to start.
 //
 // ctx is the kernel's lifetime, not just Start's: the worker, and any worker
 // started later to replace it, is killed when ctx ends, as with
@@ -221,8 +229,8 @@ func (k *Kernel) awaitReady(ctx context.Context, w *worker) error {
 	case <-t.C:
 		w.kill()
 		k.drop(w)
-		return fmt.Errorf("the Python worker was not ready after %s: importing %v took too long%s",
-			k.opt.ReadyTimeout, k.opt.Prewarm, diagSuffix(w.diagnostics()))
+		return fmt.Errorf("the Python worker was not ready after %s%s",
+			k.opt.ReadyTimeout, diagSuffix(w.diagnostics()))
 	}
 }
 

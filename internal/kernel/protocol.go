@@ -26,9 +26,9 @@ import (
 // The nonce is 1 to 64 lowercase hex digits and n a decimal without sign or
 // leading zeros. The kinds:
 //
-//   - ready: JSON (readyMsg), sent once when the prewarm imports are done,
-//     with the nonce from the command line. Until it arrives the worker
-//     reads no request.
+//   - ready: JSON (readyMsg), sent once the interpreter has started (the
+//     prewarm imports go on in a thread of their own), with the nonce from
+//     the command line. Until it arrives the worker reads no request.
 //   - out, err: a raw chunk, at most maxChunk bytes, of what the run wrote
 //     to fd 1 or fd 2, in order per stream, forwarded as it arrives.
 //   - done: JSON (doneMsg), the last frame of a run, sent after every out
@@ -85,11 +85,6 @@ type request struct {
 type readyMsg struct {
 	Python string `json:"python"`
 	PID    int    `json:"pid"`
-	// Failed maps the prewarm modules that could not be imported to the
-	// error; the worker starts anyway and the code gets the error when it
-	// imports them itself.
-	Failed         map[string]string `json:"failed"`
-	PrewarmSeconds float64           `json:"prewarm_seconds"`
 }
 
 // doneMsg is the done frame's payload.

@@ -77,9 +77,9 @@ func (s *runSink) writer(kind string) io.Writer {
 	return io.MultiWriter(c, feedWriter{f: s.live, stream: stream})
 }
 
-// startWorker writes the worker's source and starts it. It returns at once:
-// the prewarm imports run while terp does other things, and ready is closed
-// when they are over. ctx bounds the process's life.
+// startWorker writes the worker's source and starts it. It returns at once,
+// and ready is closed when the interpreter has started; the prewarm imports
+// go on in the worker's own thread. ctx bounds the process's life.
 func startWorker(ctx context.Context, sbx sandbox.Sandbox, prewarm []string) (*worker, error) {
 	if err := writeInternal(ctx, sbx, workerPath, workerSource); err != nil {
 		return nil, fmt.Errorf("write the Python worker: %w", err)

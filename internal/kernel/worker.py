@@ -29,6 +29,12 @@ are ready (JSON, once, carrying the nonce given on the command line), out and
 err (raw chunks of the run's fd 1 and fd 2, at most 64 KiB each) and done
 (JSON, the last frame of a run). A run's frames carry its request's nonce.
 
+Prewarm. The modules named by --prewarm are imported in a thread of their
+own, and the ready frame does not wait for them: a run without an import
+statement never pays for them, and one with one waits for them to end.
+Between runs the thread imports only while the machine has idle
+cores (IdleCoreGate).
+
 Signals. SIGINT is ignored except while the code runs, when it raises
 KeyboardInterrupt; terp sends it on a timeout. The worker is a child
 subreaper, so daemons the code double-forks are reparented to it, and after
@@ -72,6 +78,7 @@ READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
 BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see BackendFinder
 PR_SET_CHILD_SUBREAPER = 36
 PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
+PREWARM_THREAD = "terp-prewarm"  # the thread that makes the prewarm imports
 
 # Frames of this file are dropped from tracebacks shown to the model.
 WORKER_FILE = sys._getframe().f_code.co_filename
@@ -148,6 +155,8 @@ class Worker:
         self.sigint = False  # a SIGINT arrived during the current run
         self.pid = os.getpid()  # the worker's; any other is a forked child's
         self.forked = False  # set in a child by os.fork's at-fork hook
+        self.running = threading.Event()  # set while a run is in progress
+        self.prewarm = None  # the thread making the prewarm imports
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         # Replacing the module makes pickle, `if __name__ == "__main__"` and
@@ -169,6 +178,7 @@ class Worker:
         self.value = None
         self.sigint = False
         started = time.monotonic()
+        self.running.set()
         self.chan.begin(nonce)
         readers = []
         for fd, kind in ((1, "out"), (2, "err")):
@@ -198,6 +208,7 @@ class Worker:
                 # Something still holds a dup of the pipe; what it forwards
                 # from now is dropped, since the run is closed with done.
                 self.log("output reader of cell %d still running" % self.cell)
+        self.running.clear()
         self.chan.send_last(nonce, "done", {
             "exit_code": exit_code,
             "interrupted": self.sigint,
@@ -245,13 +256,19 @@ class Worker:
         # Registered for tracebacks: functions defined here may fail later.
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:
-            body, last = compile_cell(code, filename)
+            body, last, imports = compile_cell(code, filename)
         except Exception as e:  # SyntaxError, null bytes, too deeply nested
             sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
             return 1
         try:
             signal.signal(signal.SIGINT, self.on_sigint)
             try:
+                if imports and self.prewarm is not None:
+                    # Modules half imported by the prewarm thread are in
+                    # sys.modules, where code that looks there (matplotlib.use
+                    # does) takes them for imported: code that imports waits
+                    # for the prewarm, which is at full speed during a run.
+                    self.prewarm.join()
                 exec(body, self.ns)
                 if last is not None:
                     value = eval(last, self.ns)
@@ -277,7 +294,9 @@ class Worker:
         reach the model whether the code calls plt.show() or not.
         """
         plt = sys.modules.get("matplotlib.pyplot")
-        if plt is None:
+        if plt is None or (self.prewarm is not None and self.prewarm.is_alive()):
+            # While the prewarm imports go on pyplot may be half imported,
+            # and the code has no figures: it has not imported pyplot.
             return
         from matplotlib import _pylab_helpers
 
@@ -300,13 +319,15 @@ class Worker:
 
 def compile_cell(code, filename):
     """Compiles code as a notebook cell: all but a trailing expression, which
-    is compiled apart so its value can be shown, unless a ';' ends it."""
+    is compiled apart so its value can be shown, unless a ';' ends it. It
+    also says whether the cell has an import statement."""
     tree = ast.parse(code, filename, "exec")
+    imports = any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(tree))
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(code):
         last = ast.Expression(tree.body.pop().value)
         last = compile(last, filename, "eval", dont_inherit=True)
-    return compile(tree, filename, "exec", dont_inherit=True), last
+    return compile(tree, filename, "exec", dont_inherit=True), last, imports
 
 
 def ends_with_semicolon(code):
@@ -650,6 +671,79 @@ def private_fd(fd, close=False):
     return copy
 
 
+def start_prewarm(names, worker):
+    """Starts the prewarm imports in a thread of their own and returns it
+    (None when there is nothing to import).
+
+    The worker is ready at once: a run does not wait for the imports, so code
+    that needs none of them (or a batch of many cases on a few cores) does not
+    pay for them. Code that imports a module the thread is importing waits on
+    the import's module lock, as two threads importing one module always do,
+    and gets it the moment the thread is done; a cell with an import
+    statement waits for all of them (Worker.execute). Between runs the
+    thread imports only while a core is idle (see IdleCoreGate).
+    """
+    if not names:
+        return None
+    gate = IdleCoreGate(worker.running)
+
+    def prewarm():
+        gate.thread = threading.get_ident()
+        sys.meta_path.insert(0, gate)
+        try:
+            for name, why in prewarm_modules(names).items():
+                worker.log("prewarm %s: %s" % (name, why))
+        finally:
+            if gate in sys.meta_path:  # the code may have replaced the list
+                sys.meta_path.remove(gate)
+
+    t = threading.Thread(target=prewarm, name=PREWARM_THREAD, daemon=True)
+    t.start()
+    return t
+
+
+class IdleCoreGate(importlib.abc.MetaPathFinder):
+    """Holds the prewarm thread back, before each module it imports, while
+    no core of the machine is idle and no run is in progress.
+
+    The imports cost a second or more of CPU, and on a machine whose cores
+    are busy (a batch running many cases at once, say) they would take it
+    from code that is running. Lowering the thread's priority does not
+    prevent that: every sandbox is a session of its own (bwrap
+    --new-session), and with autogroup scheduling, the default, the
+    sessions share the CPU equally whatever the nice value or policy of
+    their threads; nor could an unprivileged worker raise a priority again
+    (RLIMIT_NICE is 0), and the threads an import starts (the BLAS pool)
+    would keep it. So the thread waits instead, before each module it
+    imports, until /proc/loadavg (which counts the whole machine's runnable
+    threads) shows two idle cores, one for the imports and one left free
+    for work that comes (on a machine of one core, that core). While a run
+    is in progress it never waits: the code may be waiting for it.
+    """
+
+    POLL = 0.02  # seconds between looks at the machine's load
+
+    def __init__(self, running):
+        self.running = running
+        self.thread = None  # the prewarm thread's ident
+        self.cores = len(os.sched_getaffinity(0))
+
+    def find_spec(self, name, path, target=None):
+        if threading.get_ident() == self.thread:
+            while not self.running.is_set() and self.busy():
+                self.running.wait(self.POLL)
+        return None
+
+    def busy(self):
+        try:
+            with open("/proc/loadavg") as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return False
+        # Not counting this thread; a core is left for work that comes.
+        return running - 1 >= max(1, self.cores - 1)
+
+
 def prewarm_modules(names):
     failed = {}
     for name in names:
@@ -699,17 +793,9 @@ def main():
     os.environ["MPLBACKEND"] = "module://" + BACKEND
     sys.meta_path.insert(0, BackendFinder(worker, inherited))
 
-    started = time.monotonic()
-    failed = prewarm_modules(prewarm)
-    kill_descendants(worker.log)
-    worker.std.flush()
+    worker.prewarm = start_prewarm(prewarm, worker)
     chan.begin(nonce)
-    chan.send_last(nonce, "ready", {
-        "python": sys.version.split()[0],
-        "pid": os.getpid(),
-        "failed": failed,
-        "prewarm_seconds": round(time.monotonic() - started, 6),
-    })
+    chan.send_last(nonce, "ready", {"python": sys.version.split()[0], "pid": os.getpid()})
 
     with open(requests_fd, "rb") as requests:
         while True:
