@@ -716,9 +716,12 @@ class IdleCoreGate(importlib.abc.MetaPathFinder):
     (RLIMIT_NICE is 0), and the threads an import starts (the BLAS pool)
     would keep it. So the thread waits instead, before each module it
     imports, until /proc/loadavg (which counts the whole machine's runnable
-    threads) shows two idle cores, one for the imports and one left free
-    for work that comes (on a machine of one core, that core). While a run
-    is in progress it never waits: the code may be waiting for it.
+    threads) shows a core that nothing else wants. Waiting for two idle
+    cores on two (one left free for work to come) gained a batch nothing
+    measurable, and held the prewarm back while a lone conversation waited
+    for its model: its first step's code ran 0.23 s later (BenchmarkFirstStep
+    in internal/cli, model taking 1 s). While a run is in progress it never
+    waits: the code may be waiting for it.
     """
 
     POLL = 0.02  # seconds between looks at the machine's load
@@ -740,8 +743,8 @@ class IdleCoreGate(importlib.abc.MetaPathFinder):
                 running = int(f.read().split()[3].split("/")[0])
         except (OSError, ValueError, IndexError):
             return False
-        # Not counting this thread; a core is left for work that comes.
-        return running - 1 >= max(1, self.cores - 1)
+        # Not counting this thread: busy when every core is taken.
+        return running - 1 >= self.cores
 
 
 def prewarm_modules(names):
