@@ -31,8 +31,8 @@ type Options struct {
 	// fail to import are skipped. Empty means none.
 	//
 	// The imports happen in a thread of the worker, and runs do not wait
-	// for them: code that needs a module still being imported waits for
-	// that import alone. Between runs the thread imports only while the
+	// for them, but for code that imports more than the standard library,
+	// which waits for them to end. Between runs the thread imports only while the
 	// machine has idle cores (see IdleCoreGate in worker.py), so many
 	// kernels on a few cores (a batch) do not spend their CPU on imports
 	// their code may never need.

@@ -30,8 +30,9 @@ err (raw chunks of the run's fd 1 and fd 2, at most 64 KiB each) and done
 (JSON, the last frame of a run). A run's frames carry its request's nonce.
 
 Prewarm. The modules named by --prewarm are imported in a thread of their
-own, and the ready frame does not wait for them: a run without an import
-statement never pays for them, and one with one waits for them to end.
+own, and the ready frame does not wait for them: a run that imports nothing
+beyond the standard library never pays for them, and one that imports more
+waits for them to end.
 Between runs the thread imports only while the machine has idle
 cores (IdleCoreGate).
 
@@ -266,8 +267,9 @@ class Worker:
                 if imports and self.prewarm is not None:
                     # Modules half imported by the prewarm thread are in
                     # sys.modules, where code that looks there (matplotlib.use
-                    # does) takes them for imported: code that imports waits
-                    # for the prewarm, which is at full speed during a run.
+                    # does) takes them for imported: code that imports more
+                    # than the standard library (which imports none of them)
+                    # waits for the prewarm, at full speed during a run.
                     self.prewarm.join()
                 exec(body, self.ns)
                 if last is not None:
@@ -320,14 +322,24 @@ class Worker:
 def compile_cell(code, filename):
     """Compiles code as a notebook cell: all but a trailing expression, which
     is compiled apart so its value can be shown, unless a ';' ends it. It
-    also says whether the cell has an import statement."""
+    also says whether the cell imports anything but the standard library."""
     tree = ast.parse(code, filename, "exec")
-    imports = any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(tree))
+    imports = any(not stdlib_only(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(code):
         last = ast.Expression(tree.body.pop().value)
         last = compile(last, filename, "eval", dont_inherit=True)
     return compile(tree, filename, "exec", dont_inherit=True), last, imports
+
+
+def stdlib_only(node):
+    """Whether an import statement imports only standard library modules
+    (a relative import is not)."""
+    if isinstance(node, ast.ImportFrom):
+        names = [node.module] if node.level == 0 and node.module else []
+    else:
+        names = [alias.name for alias in node.names]
+    return bool(names) and all(n.split(".")[0] in sys.stdlib_module_names for n in names)
 
 
 def ends_with_semicolon(code):
@@ -679,8 +691,8 @@ def start_prewarm(names, worker):
     that needs none of them (or a batch of many cases on a few cores) does not
     pay for them. Code that imports a module the thread is importing waits on
     the import's module lock, as two threads importing one module always do,
-    and gets it the moment the thread is done; a cell with an import
-    statement waits for all of them (Worker.execute). Between runs the
+    and gets it the moment the thread is done; a cell that imports more
+    than the standard library waits for all of them (Worker.execute). Between runs the
     thread imports only while a core is idle (see IdleCoreGate).
     """
     if not names:
