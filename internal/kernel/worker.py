@@ -157,7 +157,11 @@ class Worker:
         self.pid = os.getpid()  # the worker's; any other is a forked child's
         self.forked = False  # set in a child by os.fork's at-fork hook
         self.running = threading.Event()  # set while a run is in progress
-        self.prewarm = None  # the thread making the prewarm imports
+        # Set when the prewarm imports are over (None: there are none). An
+        # Event, not Thread.join: a join a KeyboardInterrupt cut short leaves
+        # the thread looking finished in Python 3.11, and the next cell would
+        # not wait.
+        self.prewarmed = None
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         # Replacing the module makes pickle, `if __name__ == "__main__"` and
@@ -264,13 +268,13 @@ class Worker:
         try:
             signal.signal(signal.SIGINT, self.on_sigint)
             try:
-                if imports and self.prewarm is not None:
+                if imports and self.prewarmed is not None:
                     # Modules half imported by the prewarm thread are in
                     # sys.modules, where code that looks there (matplotlib.use
                     # does) takes them for imported: code that imports more
                     # than the standard library (which imports none of them)
                     # waits for the prewarm, at full speed during a run.
-                    self.prewarm.join()
+                    self.prewarmed.wait()
                 exec(body, self.ns)
                 if last is not None:
                     value = eval(last, self.ns)
@@ -296,7 +300,7 @@ class Worker:
         reach the model whether the code calls plt.show() or not.
         """
         plt = sys.modules.get("matplotlib.pyplot")
-        if plt is None or (self.prewarm is not None and self.prewarm.is_alive()):
+        if plt is None or (self.prewarmed is not None and not self.prewarmed.is_set()):
             # While the prewarm imports go on pyplot may be half imported,
             # and the code has no figures: it has not imported pyplot.
             return
@@ -332,14 +336,22 @@ def compile_cell(code, filename):
     return compile(tree, filename, "exec", dont_inherit=True), last, imports
 
 
+# Standard library packages whose use forks the worker (a process pool):
+# a child forked while the prewarm thread holds a module's import lock
+# would wait for it forever if it imported that module, so cells importing
+# them wait for the prewarm like any other.
+FORKING_STDLIB = {"multiprocessing", "concurrent"}
+
+
 def stdlib_only(node):
     """Whether an import statement imports only standard library modules
-    (a relative import is not)."""
+    that do not fork (a relative import is not)."""
     if isinstance(node, ast.ImportFrom):
         names = [node.module] if node.level == 0 and node.module else []
     else:
         names = [alias.name for alias in node.names]
-    return bool(names) and all(n.split(".")[0] in sys.stdlib_module_names for n in names)
+    tops = [n.split(".")[0] for n in names]
+    return bool(tops) and all(t in sys.stdlib_module_names and t not in FORKING_STDLIB for t in tops)
 
 
 def ends_with_semicolon(code):
@@ -684,20 +696,21 @@ def private_fd(fd, close=False):
 
 
 def start_prewarm(names, worker):
-    """Starts the prewarm imports in a thread of their own and returns it
-    (None when there is nothing to import).
+    """Starts the prewarm imports in a thread of their own and returns the
+    Event set when they are over (None when there is nothing to import).
 
     The worker is ready at once: a run does not wait for the imports, so code
     that needs none of them (or a batch of many cases on a few cores) does not
     pay for them. Code that imports a module the thread is importing waits on
     the import's module lock, as two threads importing one module always do,
     and gets it the moment the thread is done; a cell that imports more
-    than the standard library waits for all of them (Worker.execute). Between runs the
-    thread imports only while a core is idle (see IdleCoreGate).
+    than the standard library waits for all of them (Worker.execute). Between
+    runs the thread imports only while a core is idle (see IdleCoreGate).
     """
     if not names:
         return None
     gate = IdleCoreGate(worker.running)
+    done = threading.Event()
 
     def prewarm():
         gate.thread = threading.get_ident()
@@ -708,10 +721,10 @@ def start_prewarm(names, worker):
         finally:
             if gate in sys.meta_path:  # the code may have replaced the list
                 sys.meta_path.remove(gate)
+            done.set()
 
-    t = threading.Thread(target=prewarm, name=PREWARM_THREAD, daemon=True)
-    t.start()
-    return t
+    threading.Thread(target=prewarm, name=PREWARM_THREAD, daemon=True).start()
+    return done
 
 
 class IdleCoreGate(importlib.abc.MetaPathFinder):
@@ -808,7 +821,7 @@ def main():
     os.environ["MPLBACKEND"] = "module://" + BACKEND
     sys.meta_path.insert(0, BackendFinder(worker, inherited))
 
-    worker.prewarm = start_prewarm(prewarm, worker)
+    worker.prewarmed = start_prewarm(prewarm, worker)
     chan.begin(nonce)
     chan.send_last(nonce, "ready", {"python": sys.version.split()[0], "pid": os.getpid()})
 
