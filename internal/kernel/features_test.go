@@ -104,7 +104,7 @@ func TestPrewarmDoesNotDelayRuns(t *testing.T) {
 	wantOK(t, run(t, k, "import os, json\nfrom collections import Counter\nprint('stdlib')"), "stdlib\n")
 	// A wait cut short by the timeout must not leave the next cell taking
 	// the prewarm for over.
-	for _, code := range []string{"import os\nimport notstdlib", "from multiprocessing import Pool", "import notstdlib"} {
+	for _, code := range []string{"import os\nimport notstdlib", "from multiprocessing import Pool", "import sys", "import notstdlib"} {
 		res, err := k.Run(context.Background(), code, 300*time.Millisecond)
 		if err != nil || !res.TimedOut || !strings.Contains(res.Stderr, "KeyboardInterrupt") {
 			t.Errorf("%q before the prewarm's end: %v, %+v; want it to wait", code, err, res)

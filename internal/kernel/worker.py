@@ -32,7 +32,8 @@ err (raw chunks of the run's fd 1 and fd 2, at most 64 KiB each) and done
 Prewarm. The modules named by --prewarm are imported in a thread of their
 own, and the ready frame does not wait for them: a run that imports nothing
 beyond the standard library never pays for them, and one that imports more
-waits for them to end.
+(or sys, importlib, multiprocessing or concurrent: WAITING_STDLIB) waits for
+them to end.
 Between runs the thread imports only while the machine has idle
 cores (IdleCoreGate).
 
@@ -336,22 +337,24 @@ def compile_cell(code, filename):
     return compile(tree, filename, "exec", dont_inherit=True), last, imports
 
 
-# Standard library packages whose use forks the worker (a process pool):
-# a child forked while the prewarm thread holds a module's import lock
-# would wait for it forever if it imported that module, so cells importing
-# them wait for the prewarm like any other.
-FORKING_STDLIB = {"multiprocessing", "concurrent"}
+# Standard library packages after whose import a cell waits for the
+# prewarm all the same: with sys and importlib the code can reach
+# sys.modules, which holds the modules the prewarm thread is half way
+# through; multiprocessing and concurrent fork the worker (a process pool),
+# and a child forked while the thread holds a module's import lock would
+# wait for it forever if it imported that module.
+WAITING_STDLIB = {"sys", "importlib", "multiprocessing", "concurrent"}
 
 
 def stdlib_only(node):
     """Whether an import statement imports only standard library modules
-    that do not fork (a relative import is not)."""
+    outside WAITING_STDLIB (a relative import does not)."""
     if isinstance(node, ast.ImportFrom):
         names = [node.module] if node.level == 0 and node.module else []
     else:
         names = [alias.name for alias in node.names]
     tops = [n.split(".")[0] for n in names]
-    return bool(tops) and all(t in sys.stdlib_module_names and t not in FORKING_STDLIB for t in tops)
+    return bool(tops) and all(t in sys.stdlib_module_names and t not in WAITING_STDLIB for t in tops)
 
 
 def ends_with_semicolon(code):
