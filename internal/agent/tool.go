@@ -114,6 +114,37 @@ type toolError struct {
 	Error string `json:"error"`
 }
 
+// ToolMessage is a stored tool message read back, for a transcript or an
+// export: a run's result (toolResult) or the error of a call that could
+// not run (toolError, in Error).
+type ToolMessage struct {
+	ExitCode int      `json:"exit_code"`
+	Stdout   string   `json:"stdout"`
+	Stderr   string   `json:"stderr"`
+	Files    []string `json:"files"`
+	TimedOut bool     `json:"timed_out"`
+	Note     string   `json:"note"`
+	Error    string   `json:"error"`
+}
+
+// ReadToolMessage reads a stored tool message; ok is false when it is not
+// the tool's JSON (a run cut short is told in plain text).
+func ReadToolMessage(content string) (m ToolMessage, ok bool) {
+	return m, json.Unmarshal([]byte(content), &m) == nil
+}
+
+// CallCode is the code of a run_python call as stored, or its arguments as
+// they are when they hold no code.
+func CallCode(call llm.ToolCall) string {
+	var args struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal([]byte(call.Arguments), &args) != nil || args.Code == "" {
+		return call.Arguments
+	}
+	return args.Code
+}
+
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -207,11 +207,12 @@ func writeExport(doc *export.Doc, format, out string, stdout io.Writer) ([]strin
 		case "html":
 			return export.WriteHTML(w, doc)
 		case "md":
-			assets, err := export.WriteMarkdown(w, doc, mdAssetDir(out, doc))
+			dir, assetDir := mdAssets(out, doc)
+			assets, err := export.WriteMarkdown(w, doc, assetDir)
 			if err != nil {
 				return err
 			}
-			return writeAssets(filepath.Dir(outOrHere(out)), assets)
+			return writeAssets(dir, assets)
 		}
 		return fmt.Errorf("no export has the format %q", format)
 	}
@@ -224,22 +225,14 @@ func writeExport(doc *export.Doc, format, out string, stdout io.Writer) ([]strin
 	return append(told, "wrote "+out), nil
 }
 
-// mdAssetDir is the directory, relative to the Markdown file, its images
-// go in: NAME_files for NAME.md.
-func mdAssetDir(out string, doc *export.Doc) string {
-	base := strings.TrimSuffix(filepath.Base(outOrHere(out)), ".md")
+// mdAssets is where a Markdown export's images go: the directory of the
+// Markdown file (the current one for stdout) and, relative to it,
+// NAME_files for NAME.md (ID_files for stdout).
+func mdAssets(out string, doc *export.Doc) (dir, assetDir string) {
 	if out == "-" {
-		base = doc.ID
+		return ".", doc.ID + "_files"
 	}
-	return base + "_files"
-}
-
-// outOrHere is out, or a file in the current directory for stdout.
-func outOrHere(out string) string {
-	if out == "-" {
-		return "stdout.md"
-	}
-	return out
+	return filepath.Dir(out), strings.TrimSuffix(filepath.Base(out), ".md") + "_files"
 }
 
 // writeAssets writes each asset under dir. Their names come from the

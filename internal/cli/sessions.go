@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
+	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
@@ -264,11 +265,8 @@ func printTranscript(w io.Writer, c *store.Conversation) error {
 				fmt.Fprintf(w, "\n── %s\n%s\n", sanitize.Terminal(c.Settings.Model), sanitize.Terminal(strings.TrimSpace(m.Content)))
 			}
 			for _, call := range m.ToolCalls {
-				var args struct{ Code string }
-				if json.Unmarshal([]byte(call.Arguments), &args) != nil || args.Code == "" {
-					args.Code = call.Arguments
-				}
-				fmt.Fprintf(w, "\n── %s\n%s\n", sanitize.Terminal(call.Name), indent(sanitize.Terminal(strings.TrimRight(args.Code, "\n")), "  "))
+				code := agent.CallCode(call)
+				fmt.Fprintf(w, "\n── %s\n%s\n", sanitize.Terminal(call.Name), indent(sanitize.Terminal(strings.TrimRight(code, "\n")), "  "))
 			}
 		case llm.RoleTool:
 			fmt.Fprintf(w, "── result\n%s\n", indent(sanitize.Terminal(toolSummary(m.Content)), "  │ "))
@@ -282,15 +280,8 @@ func printTranscript(w io.Writer, c *store.Conversation) error {
 
 // toolSummary turns a stored tool message back into readable text.
 func toolSummary(content string) string {
-	var r struct {
-		ExitCode int      `json:"exit_code"`
-		Stdout   string   `json:"stdout"`
-		Stderr   string   `json:"stderr"`
-		Files    []string `json:"files"`
-		Note     string   `json:"note"`
-		Error    string   `json:"error"`
-	}
-	if json.Unmarshal([]byte(content), &r) != nil {
+	r, ok := agent.ReadToolMessage(content)
+	if !ok {
 		return content
 	}
 	if r.Error != "" {

@@ -7,12 +7,12 @@
 package export
 
 import (
-	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/store"
 )
@@ -139,7 +139,7 @@ func Build(c *store.Conversation, read ReadFunc) *Doc {
 				continue
 			}
 			for i, call := range m.ToolCalls {
-				st := Step{Code: callCode(call)}
+				st := Step{Code: agent.CallCode(call)}
 				if i == 0 {
 					st.Said = said
 				}
@@ -217,30 +217,10 @@ func splitNotes(content string) (string, []string) {
 	return strings.TrimSpace(q), notes
 }
 
-// callCode is the code of a run_python call, or its raw arguments when
-// they are not the tool's JSON.
-func callCode(call llm.ToolCall) string {
-	var args struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal([]byte(call.Arguments), &args) != nil || args.Code == "" {
-		return call.Arguments
-	}
-	return args.Code
-}
-
 // fillResult reads a tool message into st.
 func fillResult(st *Step, content string) {
-	var r struct {
-		ExitCode int      `json:"exit_code"`
-		Stdout   string   `json:"stdout"`
-		Stderr   string   `json:"stderr"`
-		Files    []string `json:"files"`
-		TimedOut bool     `json:"timed_out"`
-		Note     string   `json:"note"`
-		Error    string   `json:"error"`
-	}
-	if json.Unmarshal([]byte(content), &r) != nil {
+	r, ok := agent.ReadToolMessage(content)
+	if !ok {
 		st.Stdout = content
 		return
 	}
