@@ -488,7 +488,7 @@ func wantPausedConversations(t *testing.T, dataDir string) {
 		}
 		owned[e.Conversation.Sandbox.SessionID] = true
 	}
-	dirs, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*"))
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "[0-9a-f]*"))
 	for _, d := range dirs {
 		var meta struct{ Paused bool }
 		b, err := os.ReadFile(filepath.Join(d, "sandbox.json"))

@@ -124,7 +124,7 @@ func TestSessionsCommands(t *testing.T) {
 	}
 	c, _ := st.Load(b.ConversationID)
 	other := filepath.Join(dataDir, "sandboxes", c.Sandbox.SessionID)
-	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*")); len(sandboxes) != 1 || sandboxes[0] != other {
+	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "[0-9a-f]*")); len(sandboxes) != 1 || sandboxes[0] != other {
 		t.Errorf("sandboxes after rm: %v, want only %s", sandboxes, other)
 	}
 }
@@ -494,7 +494,7 @@ func TestSessionsRmUsesTheRecordsBackend(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.Answer("one")))
 	env, dataDir := sharedEnv(t, s)
 	a := askJSONOf(t, terp(t, env, "", "ask", "--json", "--exec-mode", "script", "a question"))
-	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*")); len(sandboxes) != 1 {
+	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "[0-9a-f]*")); len(sandboxes) != 1 {
 		t.Fatalf("sandboxes after ask: %v", sandboxes)
 	}
 	env["TERP_SANDBOX"] = "docker"
@@ -502,7 +502,7 @@ func TestSessionsRmUsesTheRecordsBackend(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("sessions rm (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*")); len(sandboxes) != 0 {
+	if sandboxes, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "[0-9a-f]*")); len(sandboxes) != 0 {
 		t.Errorf("the local sandbox survived sessions rm with TERP_SANDBOX=docker: %v", sandboxes)
 	}
 }

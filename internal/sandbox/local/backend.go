@@ -162,15 +162,21 @@ func (b *Backend) Root() string { return b.cfg.Root }
 
 // Check runs a trivial command in a throwaway sandbox: it proves that bwrap
 // can create namespaces here and that the sandbox's Python has numpy, pandas
-// and matplotlib. Create calls it once per Backend; `terp doctor` may call it
-// directly.
-func (b *Backend) Check(ctx context.Context) error {
+// and matplotlib. It probes once per Backend, whatever an earlier process
+// recorded; `terp doctor` calls it.
+func (b *Backend) Check(ctx context.Context) error { return b.check(ctx, false) }
+
+// check is Check; Create and Resume trust a recent pass recorded by an
+// earlier process (probecache.go) instead of probing again.
+func (b *Backend) check(ctx context.Context, trustRecord bool) error {
 	b.checkMu.Lock()
 	defer b.checkMu.Unlock()
-	if b.checked {
+	if b.checked || (trustRecord && b.probePassedBefore()) {
+		b.checked = true
 		return nil
 	}
 	if err := b.probe(ctx); err != nil {
+		b.recordProbe(false, nil)
 		return err
 	}
 	b.checked = true
@@ -182,7 +188,7 @@ func (b *Backend) Check(ctx context.Context) error {
 // memory, 256 processes and 1 GiB files. The lifetime only stops new
 // commands; files stay readable until Close.
 func (b *Backend) Create(ctx context.Context, opt sandbox.Options) (sandbox.Sandbox, error) {
-	if err := b.Check(ctx); err != nil {
+	if err := b.check(ctx, true); err != nil {
 		return nil, err
 	}
 	return b.create(ctx, opt)
@@ -241,7 +247,7 @@ func (b *Backend) discard(dir string, m meta) {
 // lifetime (Options.Timeout) starts again from now. A session whose directory
 // is gone returns an error wrapping sandbox.ErrExpired.
 func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.Sandbox, error) {
-	if err := b.Check(ctx); err != nil {
+	if err := b.check(ctx, true); err != nil {
 		return nil, err
 	}
 	if !idPattern.MatchString(string(id)) {

@@ -298,9 +298,19 @@ func workingDir(dir string) (string, error) {
 	return path.Clean(dir), nil
 }
 
+// libraryProbe finds the modules named on its command line without importing
+// them. It prints those it cannot find on one line, and on the next the
+// directories the others were found in, and exits 3 if any is missing.
+const libraryProbe = "import importlib.util as u, os, sys\n" +
+	"specs = {m: u.find_spec(m) for m in sys.argv[1:]}\n" +
+	"print(' '.join(m for m, s in specs.items() if s is None))\n" +
+	"print(' '.join(sorted({os.path.dirname(os.path.dirname(s.origin)) for s in specs.values() if s and s.origin})))\n" +
+	"sys.exit(3 if None in specs.values() else 0)\n"
+
 // probe runs a throwaway sandbox: bwrap's namespaces must work here and the
 // sandbox's Python must find the analysis libraries. Finding modules without
-// importing them keeps this at a few tens of milliseconds.
+// importing them keeps this at a few tens of milliseconds. A pass is
+// recorded (probecache.go).
 func (b *Backend) probe(ctx context.Context) error {
 	dir, err := os.MkdirTemp(b.cfg.Root, ".probe-")
 	if err != nil {
@@ -324,10 +334,7 @@ func (b *Backend) probe(ctx context.Context) error {
 	s := &Sandbox{b: b, id: m.ID, dir: dir, work: filepath.Join(dir, "work"), meta: m,
 		deadline: time.Now().Add(m.Timeout), procs: make(map[*proc]struct{})}
 
-	script := "import importlib.util as u, sys\n" +
-		"missing = [m for m in sys.argv[1:] if u.find_spec(m) is None]\n" +
-		"print(' '.join(missing)); sys.exit(3 if missing else 0)\n"
-	cmd := append([]string{"python3", "-c", script}, pythonPackages...)
+	cmd := append([]string{"python3", "-c", libraryProbe}, pythonPackages...)
 	res, err := s.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: 30 * time.Second})
 	if setup := (*SetupError)(nil); errors.As(err, &setup) {
 		return setup
@@ -341,12 +348,14 @@ func (b *Backend) probe(ctx context.Context) error {
 			Err: err,
 		}
 	}
+	missing, dirs, _ := strings.Cut(res.Stdout, "\n")
 	switch res.ExitCode {
 	case 0:
+		b.recordProbe(true, strings.Fields(dirs))
 		return nil
 	case 3:
 		return &SetupError{
-			Problem: fmt.Sprintf("the sandbox's Python (%s) lacks %s", b.cfg.Python, strings.TrimSpace(res.Stdout)),
+			Problem: fmt.Sprintf("the sandbox's Python (%s) lacks %s", b.cfg.Python, strings.TrimSpace(missing)),
 			Fix:     pythonFix(),
 		}
 	default:
