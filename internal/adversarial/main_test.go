@@ -151,7 +151,12 @@ func newSandbox(t testing.TB, opt sandbox.Options) sandbox.Sandbox {
 // the sandbox itself fails.
 func runScript(t testing.TB, sbx sandbox.Sandbox, code string, timeout time.Duration) kernel.Result {
 	t.Helper()
-	res, err := kernel.NewScript(sbx, 64<<10, 64<<10).Run(t.Context(), code, timeout)
+	k, err := kernel.Start(t.Context(), sbx, kernel.Options{Fresh: true, MaxStdout: 64 << 10, MaxStderr: 64 << 10})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer func() { _ = k.Close() }()
+	res, err := k.Run(t.Context(), code, timeout)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}

@@ -26,28 +26,24 @@ func TestHostileTerpDir(t *testing.T) {
 			plant := "import os, shutil\nshutil.rmtree('/work/.terp', ignore_errors=True)\nos.symlink(" +
 				pyQuote(target) + ", '/work/.terp')\n"
 			sbx := newSandbox(t, small)
-			var r kernel.Runner
-			if mode == kernel.ModeScript {
-				r = kernel.NewScript(sbx, 64<<10, 64<<10)
-			} else {
-				k, err := kernel.Start(context.Background(), sbx, kernel.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				r = k
+			k, err := kernel.Start(context.Background(), sbx, kernel.Options{Fresh: mode == kernel.ModeScript})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode == kernel.ModeKernel {
 				// The worker dies after planting, so terp must write its
 				// source again.
 				plant += "os._exit(3)\n"
 			}
-			t.Cleanup(func() { r.Close() })
+			t.Cleanup(func() { _ = k.Close() })
 
-			if _, err := r.Run(t.Context(), "print('first')", 30*time.Second); err != nil {
+			if _, err := k.Run(t.Context(), "print('first')", 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r.Run(t.Context(), plant, 30*time.Second); err != nil {
+			if _, err := k.Run(t.Context(), plant, 30*time.Second); err != nil {
 				t.Errorf("the planting run: %v", err)
 			}
-			res, err := r.Run(t.Context(), "import os\nprint('next', os.path.islink('/work/.terp'))", 30*time.Second)
+			res, err := k.Run(t.Context(), "import os\nprint('next', os.path.islink('/work/.terp'))", 30*time.Second)
 			if err != nil || strings.TrimSpace(res.Stdout) != "next False" {
 				t.Errorf("the next step: %+v, %v; want it to work in a real /work/.terp", res, err)
 			}

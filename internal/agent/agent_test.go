@@ -36,6 +36,17 @@ func newSandbox(t testing.TB) sandbox.Sandbox {
 	return sbx
 }
 
+// newScript starts a script-mode runner on sbx, closed when the test ends.
+func newScript(t testing.TB, sbx sandbox.Sandbox) kernel.Runner {
+	t.Helper()
+	k, err := kernel.Start(context.Background(), sbx, kernel.Options{Fresh: true, MaxStdout: 4000, MaxStderr: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	return k
+}
+
 func newAgent(t *testing.T, s *llmtest.Server, cfg agent.Config) *agent.Agent {
 	t.Helper()
 	if cfg.Timeout == 0 {
@@ -43,7 +54,7 @@ func newAgent(t *testing.T, s *llmtest.Server, cfg agent.Config) *agent.Agent {
 	}
 	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
 	sbx := newSandbox(t)
-	return agent.New(model, sbx, kernel.NewScript(sbx, 4000, 2000), cfg)
+	return agent.New(model, sbx, newScript(t, sbx), cfg)
 }
 
 // collect records the events of a turn.
@@ -463,15 +474,13 @@ func TestCancelledRunTellsTheModelWhatItPrinted(t *testing.T) {
 					return llmtest.Answer(req.LastTool())
 				})
 			sbx := newSandbox(t)
-			var runner kernel.Runner = kernel.NewScript(sbx, 4000, 2000)
-			if mode == kernel.ModeKernel {
-				k, err := kernel.Start(context.Background(), sbx, kernel.Options{MaxStdout: 4000, MaxStderr: 2000})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = k.Close() })
-				runner = k
+			k, err := kernel.Start(context.Background(), sbx,
+				kernel.Options{Fresh: mode == kernel.ModeScript, MaxStdout: 4000, MaxStderr: 2000})
+			if err != nil {
+				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = k.Close() })
+			var runner kernel.Runner = k
 			model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
 			var saved []llm.Message
 			a := agent.New(model, sbx, runner, agent.Config{Model: "m", Timeout: time.Minute, ExecMode: mode,

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/agent"
-	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 )
 
@@ -28,7 +27,7 @@ func (m *instantModel) Complete(context.Context, llm.Request, func(llm.Delta)) (
 // terp adds per step (docs/benchmarks.md).
 func BenchmarkStep(b *testing.B) {
 	sbx := newSandbox(b)
-	a := agent.New(&instantModel{}, sbx, kernel.NewScript(sbx, 4000, 2000), agent.Config{Model: "m", MaxSteps: 2, Timeout: time.Minute})
+	a := agent.New(&instantModel{}, sbx, newScript(b, sbx), agent.Config{Model: "m", MaxSteps: 2, Timeout: time.Minute})
 	ctx := context.Background()
 	for b.Loop() {
 		res, err := a.Ask(ctx, "print 1", nil)

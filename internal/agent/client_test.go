@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/terpdev/terp/internal/agent"
-	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
@@ -33,7 +32,7 @@ func newMemoryAgent(t *testing.T, s *llmtest.Server, cfg agent.Config) *agent.Ag
 		t.Fatal(err)
 	}
 	model := llm.New(llm.Config{BaseURL: s.BaseURL(), Stream: true, MaxRetries: -1})
-	return agent.New(model, sbx, kernel.NewScript(sbx, 4000, 2000), cfg)
+	return agent.New(model, sbx, newScript(t, sbx), cfg)
 }
 
 func weatherCall(id, city string) llmtest.Call {

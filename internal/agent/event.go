@@ -54,7 +54,7 @@ type CodeDelta struct {
 
 // OutputDelta is a piece of what the running code printed, as it prints it,
 // for a live view of a long run. Deltas may be dropped when the consumer is
-// slow; ToolOutput carries the whole output. In script mode there are none.
+// slow; ToolOutput carries the whole output.
 type OutputDelta struct {
 	Step int
 	ID   string // the ToolCall's

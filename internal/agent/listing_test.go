@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/agent"
-	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
@@ -110,7 +109,7 @@ func TestACutListingIsNotSilent(t *testing.T) {
 	if err != nil || old.ExitCode != 0 {
 		t.Fatalf("make files: %v %+v", err, old)
 	}
-	runner := kernel.NewScript(sbx, 4000, 2000)
+	runner := newScript(t, sbx)
 	a := agent.New(model, sbx, runner, agent.Config{Model: "m", Timeout: time.Minute})
 	// The first look at /work, as a conversation takes it when it opens.
 	if err := a.Rebind(t.Context(), sbx, runner); err != nil {
@@ -143,7 +142,7 @@ func TestSystemPromptListsAFewFiles(t *testing.T) {
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("make files: %v %+v", err, res)
 	}
-	a := agent.New(model, sbx, kernel.NewScript(sbx, 4000, 2000), agent.Config{Model: "m", Timeout: time.Minute})
+	a := agent.New(model, sbx, newScript(t, sbx), agent.Config{Model: "m", Timeout: time.Minute})
 	if _, err := a.Ask(context.Background(), "what is there?", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -68,13 +68,14 @@ func withModelSettings(cfg *config.Config, c agent.Config) agent.Config {
 
 // newRunner starts what runs the model's code in sbx, as exec_mode says.
 func newRunner(ctx context.Context, sbx sandbox.Sandbox, cfg *config.Config) (kernel.Runner, error) {
+	opt := kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr}
 	if kernel.Mode(cfg.ExecMode) == kernel.ModeScript {
-		return kernel.NewScript(sbx, cfg.MaxStdout, cfg.MaxStderr), nil
+		opt.Fresh, opt.Prewarm = true, nil
 	}
 	// The kernel lives as long as the conversation, not as the caller's
 	// context: cancelling stops the step that is running (Run's context),
 	// and Close stops the kernel.
-	k, err := kernel.Start(context.WithoutCancel(ctx), sbx, kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr})
+	k, err := kernel.Start(context.WithoutCancel(ctx), sbx, opt)
 	if err != nil {
 		return nil, fmt.Errorf("start the Python kernel: %w", err)
 	}

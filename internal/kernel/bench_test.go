@@ -123,8 +123,7 @@ func BenchmarkFiveStepAnalysis(b *testing.B) {
 		}
 	})
 	b.Run("mode=script", func(b *testing.B) {
-		sbx := benchSandbox(b)
-		s := NewScript(sbx, 0, 0)
+		s := startKernel(b, benchSandbox(b), Options{Fresh: true})
 		for b.Loop() {
 			for _, step := range analysisSteps {
 				benchRun(b, s, step)

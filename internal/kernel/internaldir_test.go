@@ -59,7 +59,7 @@ func TestInternalDirRepaired(t *testing.T) {
 		for _, tt := range sabotages {
 			t.Run(tt.name, func(t *testing.T) {
 				sbx := newSandbox(t)
-				s := NewScript(sbx, 4000, 2000)
+				s := startKernel(t, sbx, Options{Fresh: true})
 				if _, err := s.Run(context.Background(), "pass", time.Minute); err != nil {
 					t.Fatal(err)
 				}

@@ -25,6 +25,15 @@ const (
 
 // Options configure a kernel.
 type Options struct {
+	// Fresh makes every run a new Python program, as `python3 main.py`
+	// would run it, with nothing but files surviving from one run to the
+	// next: script mode (ModeScript). The worker forks a child per run from
+	// a clean interpreter rather than starting one, so a run pays neither
+	// Python's start nor the sandbox's. A timeout kills the run and all it
+	// started at once, with no interrupt first; a fresh worker never loses
+	// anything the next run could miss, so its notices speak of the run
+	// alone. Prewarm must be empty.
+	Fresh bool
 	// Prewarm lists modules the worker imports as soon as it starts, while
 	// the model is still writing its first request. "matplotlib" also
 	// imports matplotlib.pyplot, which builds the font cache. Modules that
@@ -90,6 +99,9 @@ var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 // exec.CommandContext. Pass a context that lives as long as the
 // conversation, and call Close when done.
 func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, error) {
+	if opt.Fresh && len(opt.Prewarm) > 0 {
+		return nil, errors.New("prewarm: a fresh-mode (script) worker imports nothing ahead of a run")
+	}
 	for _, m := range opt.Prewarm {
 		if !moduleName.MatchString(m) {
 			return nil, fmt.Errorf("prewarm: %q is not a Python module name", m)
@@ -109,7 +121,7 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	}
 	opt.Prewarm = append([]string(nil), opt.Prewarm...)
 	life, stop := context.WithCancel(ctx)
-	w, err := startWorker(life, sbx, opt.Prewarm)
+	w, err := startWorker(life, sbx, opt)
 	if err != nil {
 		stop()
 		return nil, err
@@ -166,7 +178,7 @@ func (k *Kernel) current() (*worker, string, error) {
 		return w, "", nil
 	}
 	notice := ""
-	if w != nil {
+	if w != nil && !k.opt.Fresh {
 		_ = w.awaitExit(exitWait)
 		notice = diedBetweenRunsNotice(w.exitStatus(), w.streamErr())
 		if why := w.stopReason(); why != "" {
@@ -191,7 +203,7 @@ func (k *Kernel) replace(old *worker) (*worker, error) {
 	k.w = nil
 	k.mu.Unlock()
 
-	w, err := startWorker(k.life, k.sbx, k.opt.Prewarm)
+	w, err := startWorker(k.life, k.sbx, k.opt)
 	if err != nil {
 		return nil, fmt.Errorf("restart the Python worker: %w", err)
 	}
@@ -291,12 +303,12 @@ func (k *Kernel) runOn(ctx context.Context, w *worker, code string, timeout time
 			if d, ok := doneNow(s); ok {
 				return k.finished(s, d), nil
 			}
-			return k.interrupt(w, s, fmt.Sprintf("timed out after %s", timeout), nil)
+			return k.interrupt(w, s, timeout, nil)
 		case <-ctx.Done():
 			if d, ok := doneNow(s); ok {
 				return k.finished(s, d), nil
 			}
-			return k.interrupt(w, s, "was cancelled", ctx.Err())
+			return k.interrupt(w, s, timeout, ctx.Err())
 		}
 	}
 }
@@ -321,18 +333,34 @@ func (k *Kernel) finished(s *runSink, d doneMsg) Result {
 	if d.Value != nil {
 		res.Value = *d.Value
 	}
+	if d.Signal != 0 && k.opt.Fresh {
+		res.Notice = killedNotice(d.Signal)
+	}
 	return res
+}
+
+// lost is what a worker's death costs beyond the run: the session in
+// kernel mode, nothing in fresh mode.
+func (k *Kernel) lost() string {
+	if k.opt.Fresh {
+		return filesKept
+	}
+	return lostSession
 }
 
 // interrupt ends a run that timed out (cause nil) or whose ctx ended (cause is
 // ctx's error): SIGINT first, which raises KeyboardInterrupt in the code and
-// keeps the session; SIGKILL and a new worker if the run does not end within
-// the grace period.
+// keeps the session (in fresh mode, the worker kills the run at once);
+// SIGKILL and a new worker if the run does not end within the grace period.
 //
 // A run whose code broke the channel cannot end by itself, since its done
 // frame is lost in the broken stream: that is reported as the broken
 // channel it is, not as a timeout.
-func (k *Kernel) interrupt(w *worker, s *runSink, what string, cause error) (Result, error) {
+func (k *Kernel) interrupt(w *worker, s *runSink, timeout time.Duration, cause error) (Result, error) {
+	what := fmt.Sprintf("timed out after %s", timeout)
+	if cause != nil {
+		what = "was cancelled"
+	}
 	_ = w.proc.Signal(sandbox.SIGINT)
 	t := time.NewTimer(k.opt.Grace)
 	defer t.Stop()
@@ -340,6 +368,13 @@ func (k *Kernel) interrupt(w *worker, s *runSink, what string, cause error) (Res
 	case d := <-s.done:
 		res := k.finished(s, d)
 		res.TimedOut = cause == nil
+		if k.opt.Fresh {
+			res.ExitCode, res.Notice = sandbox.ExitTimedOut, stoppedNotice(timeout, cause)
+			if cause != nil {
+				res.ExitCode = -1
+			}
+			return res, cause
+		}
 		res.Notice = fmt.Sprintf("The run %s: it was interrupted (KeyboardInterrupt) and stopped. The Python "+
 			"session survived, so variables and imports were kept, including any the code set before it "+
 			"was stopped. Files in /work were kept.", what)
@@ -367,6 +402,9 @@ func (k *Kernel) interrupt(w *worker, s *runSink, what string, cause error) (Res
 	}
 	if cause != nil {
 		res.ExitCode = -1
+	}
+	if k.opt.Fresh {
+		res.Notice = stoppedNotice(timeout, cause)
 	}
 	if _, err := k.replace(w); err != nil {
 		return res, errors.Join(cause, err)
@@ -400,9 +438,9 @@ func (k *Kernel) crashed(w *worker, s *runSink) (Result, error) {
 	if closed {
 		return res, errClosed
 	}
-	res.Notice = crashNotice(code, streamErr)
+	res.Notice = crashNotice(code, streamErr, k.lost())
 	if why := w.stopReason(); why != "" {
-		res.Notice = why + ". " + lostSession
+		res.Notice = why + ". " + k.lost()
 	}
 	if _, err := k.replace(w); err != nil {
 		return res, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,15 +14,34 @@ import (
 // load its data again, and it should not retry code that blew the memory
 // limit unchanged.
 
-const lostSession = "Python was restarted, so all variables and imports were lost. Files in /work were kept."
+const (
+	lostSession = "Python was restarted, so all variables and imports were lost. " + filesKept
+	filesKept   = "Files in /work were kept."
+)
 
-// crashNotice explains a worker that went away during a run.
-func crashNotice(code int, streamErr error) string {
+// crashNotice explains a worker that went away during a run; lost is what
+// that cost beyond the run (lostSession, or filesKept in fresh mode).
+func crashNotice(code int, streamErr error, lost string) string {
 	if errors.Is(streamErr, errProtocol) {
 		return "The Python process corrupted terp's output channel (" + streamErr.Error() + "), so the run's " +
-			"output may be incomplete and its end could not be read; the process was killed. " + lostSession
+			"output may be incomplete and its end could not be read; the process was killed. " + lost
 	}
-	return "The Python process crashed during the run: " + describeExit(code) + ". " + lostSession
+	return "The Python process crashed during the run: " + describeExit(code) + ". " + lost
+}
+
+// killedNotice explains a fresh-mode run that a signal ended.
+func killedNotice(sig int) string {
+	return "The run's Python process ended abnormally: " + describeExit(128+sig) + ". " + filesKept
+}
+
+// stoppedNotice explains a fresh-mode run stopped for its timeout (cause
+// nil) or because its context ended.
+func stoppedNotice(timeout time.Duration, cause error) string {
+	if cause != nil {
+		return "The run was cancelled and stopped; all its processes were killed. " + filesKept
+	}
+	return fmt.Sprintf("The run was stopped after %s, the per-command timeout; all its processes "+
+		"were killed. "+filesKept, timeout)
 }
 
 // diedBetweenRunsNotice explains why a run found a fresh session.

@@ -92,7 +92,7 @@ func TestStuckOutputConsumerDoesNotHoldUpTheCode(t *testing.T) {
 func TestScriptCancelKeepsTheOutput(t *testing.T) {
 	t.Parallel()
 	sbx := newSandbox(t)
-	s := NewScript(sbx, 4000, 2000)
+	s := startKernel(t, sbx, Options{Fresh: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

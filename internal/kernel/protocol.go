@@ -8,6 +8,7 @@ import (
 // The protocol between terp and the worker (worker.py).
 //
 // terp starts `python3 /work/.terp/worker.py --nonce <hex> --prewarm a,b,c`
+// (or `--fresh` in place of --prewarm: script mode, a forked child per run)
 // with pipes on the worker's stdin, stdout and stderr. The worker moves all
 // three to private descriptors at once and points fd 0, 1 and 2 at
 // /dev/null, so the code it runs can neither read requests nor print into
@@ -97,7 +98,10 @@ type doneMsg struct {
 	Figures []string `json:"figures"`
 	// Value is the repr of the cell's last expression, as printed at the
 	// end of its stdout; nil when it had none (or it was None).
-	Value   *string `json:"value"`
+	Value *string `json:"value"`
+	// Signal is the signal that ended a fresh-mode run's process, 0 if it
+	// exited (ExitCode is then 128+Signal, as a shell gives it).
+	Signal  int     `json:"signal"`
 	Cell    int     `json:"cell"`
 	Seconds float64 `json:"seconds"`
 }

@@ -1,10 +1,11 @@
 // Package kernel runs the model's Python code in a sandbox, in one of two
-// modes. Script mode is the seed's: each run writes the code to a file and
-// starts a new Python, so only files survive between runs. Kernel mode keeps
-// one long-lived Python worker per sandbox, like the Jupyter kernels behind
-// other code interpreters: variables, imports and DataFrames survive, the
-// heavy imports are paid once, and matplotlib figures are saved as PNG files.
-// Both sit on the sandbox interface alone, so every backend can host them.
+// modes, both served by a Python worker (worker.py) in the sandbox. Script
+// mode is the seed's: each run is a new Python program (Options.Fresh; the
+// worker forks it from a clean interpreter), so only files survive between
+// runs. Kernel mode runs the code in the worker itself, like the Jupyter
+// kernels behind other code interpreters: variables, imports and DataFrames
+// survive, the heavy imports are paid once, and matplotlib figures are saved
+// as PNG files. Both sit on the sandbox interface alone, so every backend can host them.
 package kernel
 
 import (

@@ -80,14 +80,17 @@ func (s *runSink) writer(kind string) io.Writer {
 // startWorker writes the worker's source and starts it. It returns at once,
 // and ready is closed when the interpreter has started; the prewarm imports
 // go on in the worker's own thread. ctx bounds the process's life.
-func startWorker(ctx context.Context, sbx sandbox.Sandbox, prewarm []string) (*worker, error) {
+func startWorker(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*worker, error) {
 	if err := writeInternal(ctx, sbx, workerPath, workerSource); err != nil {
 		return nil, fmt.Errorf("write the Python worker: %w", err)
 	}
 	nonce := newNonce()
 	cmd := []string{"python3", workerPath, "--nonce", nonce}
-	if len(prewarm) > 0 {
-		cmd = append(cmd, "--prewarm", strings.Join(prewarm, ","))
+	if opt.Fresh {
+		cmd = append(cmd, "--fresh")
+	}
+	if len(opt.Prewarm) > 0 {
+		cmd = append(cmd, "--prewarm", strings.Join(opt.Prewarm, ","))
 	}
 	proc, err := sbx.Start(ctx, cmd, sandbox.ExecOptions{Dir: sandbox.WorkDir, Env: pythonEnv})
 	if err != nil {

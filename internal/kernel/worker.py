@@ -1,8 +1,9 @@
 r"""terp's persistent Python worker: runs the model's code like notebook cells.
 
 terp (internal/kernel) writes this file to /work/.terp/worker.py, starts it
-with `python3 /work/.terp/worker.py --nonce N --prewarm numpy,pandas,...` and
-keeps it for the whole conversation. It uses the standard library only.
+with `python3 /work/.terp/worker.py --nonce N --prewarm numpy,pandas,...`
+(or `--fresh`) and keeps it for the whole conversation. It uses the standard
+library only.
 
 File descriptors. The process starts with terp's pipes on fd 0, 1 and 2. The
 first thing the worker does is move them to private descriptors numbered 200
@@ -29,6 +30,14 @@ are ready (JSON, once, carrying the nonce given on the command line), out and
 err (raw chunks of the run's fd 1 and fd 2, at most 64 KiB each) and done
 (JSON, the last frame of a run). A run's frames carry its request's nonce.
 
+Fresh mode (--fresh: terp's script mode). The worker runs no code of the
+model's itself: for each request it writes the code to /work/.terp/main.py,
+compiles it, and forks a child that runs it as the main program of a clean
+interpreter (FreshWorker), with the run's pipes on fd 1 and 2, then sends the
+child's exit status in done. SIGINT kills the child at once. There is no
+prewarm, no figure saving and no value shown: a run is `python3 main.py`,
+minus the interpreter's and the sandbox's start.
+
 Prewarm. The modules named by --prewarm are imported in a thread of their
 own, and the ready frame does not wait for them: a run that imports nothing
 beyond the standard library never pays for them, and one that imports more
@@ -51,14 +60,13 @@ wherever control comes back from the code (after the cell, in the request
 loop, at exit) a child is made to exit at once with os._exit.
 """
 
-import ast
 import atexit
 import builtins
 import faulthandler
 import fcntl
 import functools
+import gc
 import importlib
-import importlib.abc
 import importlib.machinery
 import io
 import json
@@ -66,12 +74,16 @@ import linecache
 import os
 import re
 import signal
+import stat
 import sys
 import threading
 import time
-import tokenize
-import traceback
 import types
+
+# ast, tokenize and traceback (and importlib.abc, which imports
+# importlib.resources) cost tens of milliseconds at start-up, which a
+# fresh-mode worker never needs: they are imported where they are used, and
+# by a kernel in main().
 
 WORK_DIR = "/work"
 CHUNK = 64 << 10  # largest out/err frame payload
@@ -264,6 +276,8 @@ class Worker:
         try:
             body, last, imports = compile_cell(code, filename)
         except Exception as e:  # SyntaxError, null bytes, too deeply nested
+            import traceback
+
             sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
             return 1
         try:
@@ -324,10 +338,192 @@ class Worker:
                 plt.close(fig)
 
 
+class FreshWorker(Worker):
+    """Fresh mode (--fresh, terp's script mode): every run is a new Python
+    program, as `python3 /work/.terp/main.py` would run it, but forked from
+    this process instead of started, which spares each run the interpreter's
+    start and the sandbox's. Only files survive between runs: this process
+    runs no code of the model's, so each child starts from the same clean
+    interpreter, with a new __main__, no figures saved for it and no value
+    shown. On SIGINT (terp's timeout) the child and all it started are
+    killed at once; this process lives on for the next run.
+    """
+
+    def __init__(self, chan, diag, devnull):
+        super().__init__(chan, diag, devnull)
+        self.child = 0  # the running child's pid
+
+    def run(self, nonce, code):
+        self.cell += 1
+        self.sigint = False
+        started = time.monotonic()
+        self.chan.begin(nonce)
+        write_script(code, self.log)
+        try:
+            # Compiled here, not in the child: a first compile in a new
+            # process costs milliseconds, in this one microseconds.
+            compiled = compile(code, SCRIPT, "exec", dont_inherit=True)
+        except Exception as e:  # SyntaxError, null bytes, too deeply nested
+            compiled = e
+        pipes = (os.pipe(), os.pipe())
+        # Forked before the reader threads start: the child of a process
+        # with threads inherits only the forking one, and Python 3.12 warns
+        # of it.
+        pid = os.fork()
+        if pid == 0:
+            for fd, (r, w) in zip((1, 2), pipes):
+                os.dup2(w, fd)
+                os.close(w)
+                os.close(r)
+            os._exit(self.run_script(compiled))
+        self.child = pid
+        readers = []
+        for (r, w), kind in zip(pipes, ("out", "err")):
+            os.close(w)
+            t = threading.Thread(target=self.forward, args=(r, nonce, kind), daemon=True)
+            t.start()
+            readers.append(t)
+        signal.signal(signal.SIGINT, self.on_sigint)
+        try:
+            _, status = os.waitpid(pid, 0)  # retried after the handler, PEP 475
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.child = 0
+        kill_descendants(self.log)
+        for t in readers:
+            t.join(READER_JOIN_SECONDS)
+            if t.is_alive():
+                self.log("output reader of run %d still running" % self.cell)
+        done = {"exit_code": exit_code_of(status), "interrupted": self.sigint, "figures": [],
+                "value": None, "cell": self.cell, "seconds": round(time.monotonic() - started, 6)}
+        if os.WIFSIGNALED(status):
+            done["signal"] = os.WTERMSIG(status)
+        self.chan.send_last(nonce, "done", done)
+
+    def on_sigint(self, signum, frame):
+        self.sigint = True
+        if self.child:
+            try:
+                os.kill(self.child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def run_script(self, compiled):
+        """Runs the compiled code (or raises the exception compiling it
+        raised) in the forked child as the main program, and returns its
+        exit status, after what the interpreter does at exit."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.std.bind()
+        # A crash of the code is reported where its output goes.
+        faulthandler.enable(file=self.std.stderr)
+        main = types.ModuleType("__main__")
+        main.__dict__.update(__builtins__=builtins, __file__=SCRIPT, __cached__=None)
+        sys.modules["__main__"] = main
+        sys.argv = [SCRIPT]
+        try:
+            if isinstance(compiled, BaseException):
+                raise compiled
+            exec(compiled, main.__dict__)
+            status = 0
+        except SystemExit as e:
+            status = exit_status(e.code)
+        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too
+            tb = e.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename == WORKER_FILE:
+                tb = tb.tb_next  # this file's frames: the code's come after
+            e.__traceback__ = tb  # the hook prints the exception's own
+            try:
+                sys.excepthook(type(e), e, tb)
+            except BaseException:  # noqa: BLE001
+                sys.__excepthook__(type(e), e, tb)
+            status = 130 if isinstance(e, KeyboardInterrupt) else 1
+        # As the interpreter does at exit: wait for the threads the code
+        # left running, then run its atexit functions, then flush.
+        for step in (getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)):
+            try:
+                if step is not None:
+                    step()
+            except BaseException:  # noqa: BLE001 - a KeyboardInterrupt while waiting
+                pass
+        self.std.flush()
+        return status
+
+
+# Where a fresh-mode run's code is written before it runs, so that its
+# tracebacks show the lines, as with `python3 /work/.terp/main.py`.
+SCRIPT = os.path.join(WORK_DIR, ".terp", "main.py")
+
+
+def write_script(code, log):
+    """Writes code to SCRIPT, never through a link the code planted, and
+    repairs terp's directory if the code broke it (it owns /work)."""
+    for attempt in range(2):
+        try:
+            if not stat.S_ISDIR(os.lstat(os.path.dirname(SCRIPT)).st_mode):
+                raise NotADirectoryError(os.path.dirname(SCRIPT))
+            fd = os.open(SCRIPT, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with open(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write(code)
+            return
+        except (OSError, ValueError) as e:
+            if attempt:
+                # The code runs all the same; its tracebacks lack the lines.
+                log("cannot write %s: %s" % (SCRIPT, e))
+                return
+        try:
+            repair_internal_dir([os.path.basename(SCRIPT)])
+        except OSError as e:
+            log("cannot repair %s: %s" % (os.path.dirname(SCRIPT), e))
+
+
+def repair_internal_dir(names):
+    """Puts /work/.terp back as a directory the code's user can write, down
+    to what is in it (matplotlib's cache), removing (never following) a file
+    or symlink in its place, and removes a directory or symlink that stands
+    where one of the files names goes. It runs inside the sandbox, as the code does, so it can do nothing
+    the code could not. terp runs it as `python3 - --repair NAME` with this
+    file on stdin when it cannot write its own files there
+    (internaldir.go), and a fresh-mode worker before it writes main.py."""
+    import shutil
+
+    d = os.path.dirname(SCRIPT)
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        os.unlink(d)
+        st = None
+    if st is None:
+        os.mkdir(d)
+    os.chmod(d, 0o755)
+    for top, dirs, files in os.walk(d):
+        for name, bits in [(n, 0o700) for n in dirs] + [(n, 0o600) for n in files]:
+            p = os.path.join(top, name)
+            st = os.lstat(p)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(p, stat.S_IMODE(st.st_mode) | bits)
+    for name in names:
+        p = os.path.join(d, name)
+        if os.path.islink(p):
+            os.unlink(p)
+        elif os.path.isdir(p):
+            shutil.rmtree(p)
+
+
+def exit_code_of(status):
+    """The exit status as a shell gives it: 128+N for a signal N."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.waitstatus_to_exitcode(status)
+
+
 def compile_cell(code, filename):
     """Compiles code as a notebook cell: all but a trailing expression, which
     is compiled apart so its value can be shown, unless a ';' ends it. It
     also says whether the cell imports anything but the standard library."""
+    import ast
+
     tree = ast.parse(code, filename, "exec")
     imports = any(not stdlib_only(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
     last = None
@@ -349,6 +545,8 @@ WAITING_STDLIB = {"sys", "importlib", "multiprocessing", "concurrent"}
 def stdlib_only(node):
     """Whether an import statement imports only standard library modules
     outside WAITING_STDLIB (a relative import does not)."""
+    import ast
+
     if isinstance(node, ast.ImportFrom):
         names = [node.module] if node.level == 0 and node.module else []
     else:
@@ -358,6 +556,8 @@ def stdlib_only(node):
 
 
 def ends_with_semicolon(code):
+    import tokenize
+
     skip = {tokenize.ENDMARKER, tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,
             tokenize.INDENT, tokenize.DEDENT}
     last = None
@@ -397,6 +597,8 @@ def exit_status(code):
 def print_exception(e):
     """Prints e's traceback without this file's frames, so the model sees its
     own code and the libraries it called, as with `python3 file`."""
+    import traceback
+
     try:
         te = traceback.TracebackException(type(e), e, e.__traceback__, compact=True)
         strip_worker_frames(te, set())
@@ -409,6 +611,8 @@ def print_exception(e):
 
 
 def strip_worker_frames(te, seen):
+    import traceback
+
     if te is None or id(te) in seen:
         return
     seen.add(id(te))
@@ -569,7 +773,7 @@ def kill_descendants(log):
 # --- matplotlib ----------------------------------------------------------------
 
 
-class BackendFinder(importlib.abc.MetaPathFinder):
+class BackendFinder:
     """Provides terp's matplotlib backend without a file and without
     importing matplotlib before the code does.
 
@@ -648,7 +852,7 @@ def track_savefig(figure_module):
     cls.savefig = savefig_and_mark
 
 
-class BackendLoader(importlib.abc.Loader):
+class BackendLoader:
     """Builds the backend: Agg for drawing, and a show() that saves."""
 
     def __init__(self, worker):
@@ -675,15 +879,20 @@ class BackendLoader(importlib.abc.Loader):
 
 
 def parse_args(argv):
-    nonce, prewarm = "", []
+    nonce, prewarm, fresh = "", [], False
     i = 0
-    while i + 1 < len(argv):
-        if argv[i] == "--nonce":
-            nonce = argv[i + 1]
-        elif argv[i] == "--prewarm":
-            prewarm = [m for m in argv[i + 1].split(",") if m]
+    while i < len(argv):
+        if argv[i] == "--fresh":
+            fresh = True
+            i += 1
+            continue
+        if i + 1 < len(argv):
+            if argv[i] == "--nonce":
+                nonce = argv[i + 1]
+            elif argv[i] == "--prewarm":
+                prewarm = [m for m in argv[i + 1].split(",") if m]
         i += 2
-    return nonce, prewarm
+    return nonce, prewarm, fresh
 
 
 def private_fd(fd, close=False):
@@ -730,7 +939,7 @@ def start_prewarm(names, worker):
     return done
 
 
-class IdleCoreGate(importlib.abc.MetaPathFinder):
+class IdleCoreGate:
     """Holds the prewarm thread back, before each module it imports, while
     no core of the machine is idle and no run is in progress.
 
@@ -790,7 +999,10 @@ def prewarm_modules(names):
 
 
 def main():
-    nonce, prewarm = parse_args(sys.argv[1:])
+    if sys.argv[1:2] == ["--repair"]:
+        repair_internal_dir(sys.argv[2:])
+        return
+    nonce, prewarm, fresh = parse_args(sys.argv[1:])
     # Private copies of terp's pipes; fd 0, 1 and 2 become /dev/null.
     requests_fd, frames_fd, diag_fd = private_fd(0), private_fd(1), private_fd(2)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -802,7 +1014,7 @@ def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     chan = Channel(frames_fd, lambda msg: write_quietly(diag, "terp worker: %s\n" % msg))
-    worker = Worker(chan, diag, devnull)
+    worker = (FreshWorker if fresh else Worker)(chan, diag, devnull)
     worker.std.bind()
 
     def in_forked_child():
@@ -813,18 +1025,28 @@ def main():
     # Flushing before a fork leaves the child no buffered output of the
     # parent's to print a second time.
     os.register_at_fork(before=worker.std.flush_own, after_in_child=in_forked_child)
-    # A child that reaches the interpreter's exit anyway leaves before the
-    # std streams are flushed.
-    atexit.register(worker.exit_if_forked, 0)
     become_subreaper(worker.log)
     os.chdir(WORK_DIR)
     sys.path[0] = WORK_DIR  # not /work/.terp, this file's directory
     sys.argv = [""]
-    inherited = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = "module://" + BACKEND
-    sys.meta_path.insert(0, BackendFinder(worker, inherited))
-
-    worker.prewarmed = start_prewarm(prewarm, worker)
+    if not fresh:
+        # A child that reaches the interpreter's exit anyway leaves before
+        # the std streams are flushed. (A fresh-mode child exits on its own.)
+        atexit.register(worker.exit_if_forked, 0)
+        inherited = os.environ.get("MPLBACKEND")
+        os.environ["MPLBACKEND"] = "module://" + BACKEND
+        sys.meta_path.insert(0, BackendFinder(worker, inherited))
+        # What every cell needs. Not after the ready frame, in the main
+        # thread, while the prewarm thread may hold a module lock of one of
+        # them (inspect imports ast and tokenize) and wait for an idle core
+        # that a busy machine never gives it: the first request would wait
+        # as long.
+        import ast, tokenize, traceback  # noqa: F401,E401
+        worker.prewarmed = start_prewarm(prewarm, worker)
+    if fresh:
+        # What the worker made so far is never freed: the collector leaves
+        # it alone, so a child's collections do not copy its pages.
+        gc.freeze()
     chan.begin(nonce)
     chan.send_last(nonce, "ready", {"python": sys.version.split()[0], "pid": os.getpid()})
 

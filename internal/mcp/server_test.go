@@ -1,10 +1,10 @@
 package mcp
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"log/slog"
-	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -60,16 +60,7 @@ func newWorld(t *testing.T, opt worldOptions) *world {
 	}
 	w := &world{store: st, logs: newLogRecorder(), started: make(chan struct{}, 1), release: make(chan struct{})}
 	python := func(ctx context.Context, c *memory.Cmd) int {
-		if len(c.Args) > 1 {
-			if code, err := c.FS.ReadFile(path.Join(c.Dir, c.Args[1])); err == nil && strings.Contains(string(code), "# block") {
-				w.started <- struct{}{}
-				select {
-				case <-w.release:
-				case <-ctx.Done():
-					return 1
-				}
-			}
-		}
+		c.Stdin = &blockingRequests{r: bufio.NewReader(c.Stdin), ctx: ctx, w: w}
 		return memory.PythonStandIn(ctx, c)
 	}
 	w.backend = &recordingBackend{
@@ -419,6 +410,36 @@ func TestPathEscapingWorkIsConfined(t *testing.T) {
 			t.Errorf("resources/read %s = %+v, %v; want not found", uri, got, err)
 		}
 	}
+}
+
+// blockingRequests passes the worker its requests, but holds one whose code
+// has the line "# block" until the test releases it, saying it started.
+type blockingRequests struct {
+	r       *bufio.Reader
+	ctx     context.Context
+	w       *world
+	pending []byte
+}
+
+func (b *blockingRequests) Read(p []byte) (int, error) {
+	if len(b.pending) == 0 {
+		line, err := b.r.ReadBytes('\n')
+		if len(line) == 0 {
+			return 0, err
+		}
+		if strings.Contains(string(line), `# block\n`) {
+			b.w.started <- struct{}{}
+			select {
+			case <-b.w.release:
+			case <-b.ctx.Done():
+				return 0, b.ctx.Err()
+			}
+		}
+		b.pending = line
+	}
+	n := copy(p, b.pending)
+	b.pending = b.pending[n:]
+	return n, nil
 }
 
 // isNotFound reports whether err is the protocol's resource-not-found.

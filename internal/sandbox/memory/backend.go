@@ -14,9 +14,9 @@
 //		"python3": memory.PythonStandIn,
 //	}})
 //
-// PythonStandIn runs a tiny line language in place of Python, so that
-// kernel.NewScript on a memory sandbox runs "code" a test wrote. Kernel mode
-// (kernel.Start) needs a real Python and does not run here.
+// PythonStandIn runs a tiny line language in place of Python, so that a
+// kernel (kernel.Start, in script or kernel mode) on a memory sandbox runs
+// "code" a test wrote.
 package memory
 
 import (

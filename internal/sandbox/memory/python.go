@@ -11,10 +11,11 @@ import (
 )
 
 // PythonStandIn is a Program to register as "python3", so that what terp
-// runs as Python runs in a memory sandbox: kernel.NewScript writes the code
-// to /work/.terp/main.py and runs `python3 .terp/main.py`, which this runs.
-// `python3 -c CODE` runs CODE, and plain `python3` its stdin; options
-// before those are skipped.
+// runs as Python runs in a memory sandbox: run as package kernel's worker
+// (`python3 /work/.terp/worker.py ...`, in either mode) it speaks the
+// worker's protocol and runs each request's code (standInWorker).
+// `python3 FILE` runs FILE, `python3 -c CODE` runs CODE, and plain
+// `python3` its stdin; options before those are skipped.
 //
 // The code is not Python but a line language a test writes in its place,
 // one statement a line:
@@ -39,6 +40,14 @@ func PythonStandIn(ctx context.Context, c *Cmd) int {
 		fmt.Fprintf(c.Stderr, "%s: %v\n", c.Args[0], err)
 		return 2
 	}
+	if name == workerScript {
+		return standInWorker(ctx, c)
+	}
+	return runStandIn(ctx, c, name, code)
+}
+
+// runStandIn runs code in the line language, as the file name.
+func runStandIn(ctx context.Context, c *Cmd, name, code string) int {
 	prog, err := parseStandIn(name, code)
 	if err != nil {
 		fmt.Fprintln(c.Stderr, err)

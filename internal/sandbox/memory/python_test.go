@@ -11,6 +11,17 @@ import (
 	"github.com/terpdev/terp/internal/sandbox/memory"
 )
 
+// startScript starts a script-mode kernel on sbx, closed when the test ends.
+func startScript(t *testing.T, sbx sandbox.Sandbox) *kernel.Kernel {
+	t.Helper()
+	k, err := kernel.Start(t.Context(), sbx, kernel.Options{Fresh: true, MaxStdout: 1000, MaxStderr: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	return k
+}
+
 // The stand-in is what the script runner runs on a memory sandbox: its
 // code reads what was uploaded, writes what the next step reads, and its
 // output and exit code come back as the model would be told them.
@@ -20,7 +31,7 @@ func TestPythonStandInWithScriptRunner(t *testing.T) {
 	if err := sbx.WriteFile(t.Context(), "/work/sales.csv", strings.NewReader(csv)); err != nil {
 		t.Fatal(err)
 	}
-	s := kernel.NewScript(sbx, 1000, 1000)
+	s := startScript(t, sbx)
 
 	res, err := s.Run(t.Context(), "# read the upload\ncat sales.csv\nwrite out/summary.txt 1 month\nprint saved\n", time.Minute)
 	if err != nil || res.ExitCode != 0 || res.Stdout != csv+"saved\n" || res.Stderr != "" {
@@ -42,7 +53,7 @@ func TestPythonStandInWithScriptRunner(t *testing.T) {
 
 func TestPythonStandInTimeout(t *testing.T) {
 	_, sbx := newSandbox(t, map[string]memory.Program{"python3": memory.PythonStandIn}, sandbox.Options{})
-	res, err := kernel.NewScript(sbx, 1000, 1000).Run(t.Context(), "print started\nsleep 1h\nprint never", 10*time.Millisecond)
+	res, err := startScript(t, sbx).Run(t.Context(), "print started\nsleep 1h\nprint never", 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +66,7 @@ func TestPythonStandInTimeout(t *testing.T) {
 // where.
 func TestPythonStandInRefusesPython(t *testing.T) {
 	_, sbx := newSandbox(t, map[string]memory.Program{"python3": memory.PythonStandIn}, sandbox.Options{})
-	res, err := kernel.NewScript(sbx, 1000, 1000).Run(t.Context(), "print hello\nimport pandas as pd\n", time.Minute)
+	res, err := startScript(t, sbx).Run(t.Context(), "print hello\nimport pandas as pd\n", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
