@@ -75,6 +75,11 @@ type Kernel struct {
 
 	runMu sync.Mutex // held for a whole Run
 
+	// started is closed once Start's worker is started or failed to start
+	// (startErr, which the first Run returns).
+	started  chan struct{}
+	startErr error
+
 	mu     sync.Mutex
 	w      *worker // the current worker; nil when it must be started anew
 	closed bool
@@ -89,10 +94,12 @@ var errClosed = errors.New("the Python kernel is closed")
 // moduleName is what Options.Prewarm accepts: dotted Python identifiers.
 var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
-// Start starts the worker in sbx and returns without waiting for it. Its
+// Start starts the worker in sbx and returns without waiting for it: writing
+// its source, starting its process, its interpreter's start and its
 // prewarm imports overlap with whatever the caller does next (typically the
 // model's first request), and with the runs: the first Run waits only for
-// the interpreter to start.
+// the interpreter to start. A worker that cannot be started is the first
+// Run's error; the next Run tries again.
 //
 // ctx is the kernel's lifetime, not just Start's: the worker, and any worker
 // started later to replace it, is killed when ctx ends, as with
@@ -121,12 +128,15 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	}
 	opt.Prewarm = append([]string(nil), opt.Prewarm...)
 	life, stop := context.WithCancel(ctx)
-	w, err := startWorker(life, sbx, opt)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	return &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, w: w}, nil
+	k := &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, started: make(chan struct{})}
+	go func() {
+		defer close(k.started)
+		w, err := startWorker(life, sbx, opt)
+		k.mu.Lock()
+		k.w, k.startErr = w, err
+		k.mu.Unlock()
+	}()
+	return k, nil
 }
 
 // Run runs code as the next cell. It first waits, if need be, for the
@@ -152,7 +162,7 @@ func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration) (R
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	w, notice, err := k.current()
+	w, notice, err := k.current(ctx)
 	if err != nil {
 		return Result{Notice: notice}, err
 	}
@@ -167,12 +177,21 @@ func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration) (R
 // current returns the current worker, starting a new one if there is none or
 // if the last one died between runs; the notice then tells the model its
 // session is new.
-func (k *Kernel) current() (*worker, string, error) {
+func (k *Kernel) current(ctx context.Context) (*worker, string, error) {
+	select {
+	case <-k.started:
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
 	k.mu.Lock()
-	w, closed := k.w, k.closed
+	w, closed, startErr := k.w, k.closed, k.startErr
+	k.startErr = nil
 	k.mu.Unlock()
 	if closed {
 		return nil, "", errClosed
+	}
+	if startErr != nil {
+		return nil, "", startErr
 	}
 	if w != nil && !w.isGone() {
 		return w, "", nil
@@ -457,6 +476,11 @@ func (k *Kernel) Close() error {
 		return nil
 	}
 	k.closed = true
+	k.mu.Unlock()
+	// A start in progress is let finish (it takes what writing a file and
+	// starting a process take), and its worker killed as any other.
+	<-k.started
+	k.mu.Lock()
 	w := k.w
 	k.w = nil
 	k.mu.Unlock()

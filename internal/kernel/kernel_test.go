@@ -186,6 +186,7 @@ print("after")
 // currentWorker returns the kernel's worker, to inspect it.
 func currentWorker(t testing.TB, k *Kernel) *worker {
 	t.Helper()
+	<-k.started
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.w == nil {
@@ -206,5 +207,28 @@ func TestRunAfterClose(t *testing.T) {
 	}
 	if _, err := k.Run(context.Background(), "1", time.Minute); !errors.Is(err, errClosed) {
 		t.Errorf("Run after Close: %v", err)
+	}
+}
+
+// TestCloseWhileStarting closes kernels before their worker has started,
+// as a conversation that ends at once does: Close waits for the start and
+// kills the worker, and the kernel stays closed.
+func TestCloseWhileStarting(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	for _, fresh := range []bool{false, true} {
+		k, err := Start(context.Background(), sbx, Options{Fresh: fresh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if k.w != nil {
+			t.Error("Close left a worker")
+		}
+		if _, err := k.Run(context.Background(), "print(1)", time.Minute); !errors.Is(err, errClosed) {
+			t.Errorf("Run after Close = %v, want errClosed", err)
+		}
 	}
 }

@@ -98,6 +98,10 @@ func (s *Sandbox) Start(ctx context.Context, cmd []string, opt sandbox.ExecOptio
 	if err != nil {
 		pipes[0][1].Close()
 		pipes[1][0].Close()
+		// bwrap's message, if it wrote one. The read is bounded in time:
+		// a start cut short by ctx may leave a dying process holding the
+		// write end a while.
+		_ = pipes[2][0].SetReadDeadline(time.Now().Add(2 * time.Second))
 		msg, _ := io.ReadAll(io.LimitReader(pipes[2][0], 4<<10))
 		pipes[2][0].Close()
 		return nil, bwrapError(err, string(msg))
