@@ -480,10 +480,11 @@ def repair_internal_dir(names):
     """Puts /work/.terp back as a directory the code's user can write, down
     to what is in it (matplotlib's cache), removing (never following) a file
     or symlink in its place, and removes a directory or symlink that stands
-    where one of the files names goes. It runs inside the sandbox, as the code does, so it can do nothing
-    the code could not. terp runs it as `python3 - --repair NAME` with this
-    file on stdin when it cannot write its own files there
-    (internaldir.go), and a fresh-mode worker before it writes main.py."""
+    where one of the files names goes. It runs inside the sandbox, as the
+    code does, so it can do nothing the code could not. terp runs it as
+    `python3 - --repair NAME` with this file on stdin when it cannot write
+    its own files there (internaldir.go), and a fresh-mode worker when it
+    cannot write main.py."""
     import shutil
 
     d = os.path.dirname(SCRIPT)

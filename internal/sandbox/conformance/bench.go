@@ -22,11 +22,13 @@ import (
 // newBackend is called once per sub-benchmark run. The sub-benchmarks are:
 //
 //	Create            create a sandbox and close it (a conversation's start and end)
-//	PrintStep         Exec of python3 -c 'print(1)' (one script-mode step)
+//	ExecPrint         Exec of python3 -c 'print(1)' (a command in a new process)
+//	PrintStep         print(1) in script mode (a run forked by the script-mode worker)
 //	PandasKernelStep  a pandas groupby cell in a warm kernel (one kernel-mode step)
 //	PauseResume       pause a sandbox holding a file, resume it (the user went away)
 func Bench(b *testing.B, newBackend func(b *testing.B) sandbox.Backend) {
 	b.Run("Create", func(b *testing.B) { benchCreate(b, newBackend(b)) })
+	b.Run("ExecPrint", func(b *testing.B) { benchExecPrint(b, newBackend(b)) })
 	b.Run("PrintStep", func(b *testing.B) { benchPrintStep(b, newBackend(b)) })
 	b.Run("PandasKernelStep", func(b *testing.B) { benchPandasKernelStep(b, newBackend(b)) })
 	b.Run("PauseResume", func(b *testing.B) { benchPauseResume(b, newBackend(b)) })
@@ -61,6 +63,20 @@ func benchCreate(b *testing.B, backend sandbox.Backend) {
 }
 
 func benchPrintStep(b *testing.B, backend sandbox.Backend) {
+	k, err := kernel.Start(context.Background(), benchSandbox(b, backend), kernel.Options{Fresh: true})
+	if err != nil {
+		b.Fatalf("kernel.Start: %v", err)
+	}
+	b.Cleanup(func() { _ = k.Close() })
+	for b.Loop() {
+		res, err := k.Run(b.Context(), "print(1)", time.Minute)
+		if err != nil || res.ExitCode != 0 || res.Stdout != "1\n" {
+			b.Fatalf("Run = %+v, %v", res, err)
+		}
+	}
+}
+
+func benchExecPrint(b *testing.B, backend sandbox.Backend) {
 	sbx := benchSandbox(b, backend)
 	cmd := []string{"python3", "-c", "print(1)"}
 	for b.Loop() {
