@@ -3,10 +3,8 @@ package cli
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,29 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terpdev/terp/internal/terptest"
+
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/terpdev/terp/internal/agent"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata")
-
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	terptest.Golden(t, filepath.Join("testdata", name), []byte(got), nil)
 }
 
 func TestProgressShowsEachStep(t *testing.T) {

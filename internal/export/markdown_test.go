@@ -1,34 +1,20 @@
 package export
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/terpdev/terp/internal/terptest"
+
 	"github.com/terpdev/terp/internal/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from what was written (go test -run %s -update rewrites it):\n%s", p, t.Name(), got)
-	}
+	terptest.Golden(t, filepath.Join("testdata", name), []byte(got), nil)
 }
 
 func TestWriteMarkdown(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // Recorded replies: testdata/replies holds one file per server behaviour,
@@ -32,8 +33,6 @@ import (
 // "status N" answers with HTTP status N, "key K" makes the client send the
 // key K from TERP_API_KEY, and "cut" closes the connection in the middle
 // of a chunk of the chunked body, as a server or proxy that dies does.
-
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/replies")
 
 // golden is what a recorded reply comes to.
 type golden struct {
@@ -226,18 +225,5 @@ func checkGolden(t *testing.T, path string, got golden) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = append(b, '\n')
-	if *update {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it, then read it)", err)
-	}
-	if !bytes.Equal(want, b) {
-		t.Errorf("%s differs (run with -update to rewrite it, then read the diff):\ngot:\n%s\nwant:\n%s", path, b, want)
-	}
+	terptest.Golden(t, path, append(b, '\n'), nil)
 }

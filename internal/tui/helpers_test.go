@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terpdev/terp/internal/terptest"
+
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -23,8 +24,6 @@ import (
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata")
-
 // testdata is resolved before any test changes directory.
 var testdata, _ = filepath.Abs("testdata")
 
@@ -33,20 +32,7 @@ var testdata, _ = filepath.Abs("testdata")
 // a terminal would; a mismatch is reported as plain text.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join(testdata, name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("screen differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s",
-			path, ansi.Strip(got), ansi.Strip(string(want)))
-	}
+	terptest.Golden(t, filepath.Join(testdata, name), []byte(got), ansi.Strip)
 }
 
 // turnFunc plays one turn of a scripted conversation.
