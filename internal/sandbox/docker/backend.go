@@ -449,9 +449,12 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 			NetworkMode: networkMode,
 			Mounts:      mounts,
 			// The image stays as built; the code writes to /work (a volume,
-			// which docker cp reaches, unlike a tmpfs) and /tmp.
+			// which docker cp reaches, unlike a tmpfs) and /tmp. /tmp lives
+			// as long as the container and its pages count against the
+			// memory limit, so it gets half of it: a /tmp the code filled
+			// leaves room for the Python worker that must clean it up.
 			ReadonlyRootfs: true,
-			Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,exec,size=" + strconv.FormatInt(l.MemoryBytes, 10)},
+			Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,exec,size=" + strconv.FormatInt(l.MemoryBytes/2, 10)},
 			CapDrop:        []string{"ALL"},
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + profile},
 			Init:           &init,
