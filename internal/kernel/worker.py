@@ -220,12 +220,7 @@ class Worker:
         kill_descendants(self.log)
         os.dup2(self.devnull, 1)
         os.dup2(self.devnull, 2)
-        for t in readers:
-            t.join(READER_JOIN_SECONDS)
-            if t.is_alive():
-                # Something still holds a dup of the pipe; what it forwards
-                # from now is dropped, since the run is closed with done.
-                self.log("output reader of cell %d still running" % self.cell)
+        self.join_readers(readers)
         self.running.clear()
         self.chan.send_last(nonce, "done", {
             "exit_code": exit_code,
@@ -235,6 +230,15 @@ class Worker:
             "cell": self.cell,
             "seconds": round(time.monotonic() - started, 6),
         })
+
+    def join_readers(self, readers):
+        """Waits a while for a run's output readers to reach EOF."""
+        for t in readers:
+            t.join(READER_JOIN_SECONDS)
+            if t.is_alive():
+                # Something still holds a dup of the pipe; what it forwards
+                # from now is dropped, since the run is closed with done.
+                self.log("output reader of run %d still running" % self.cell)
 
     def exit_if_forked(self, code):
         """Ends a forked child that came back into this file's code, with
@@ -390,10 +394,7 @@ class FreshWorker(Worker):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.child = 0
         kill_descendants(self.log)
-        for t in readers:
-            t.join(READER_JOIN_SECONDS)
-            if t.is_alive():
-                self.log("output reader of run %d still running" % self.cell)
+        self.join_readers(readers)
         done = {"exit_code": exit_code_of(status), "interrupted": self.sigint, "figures": [],
                 "value": None, "cell": self.cell, "seconds": round(time.monotonic() - started, 6)}
         if os.WIFSIGNALED(status):

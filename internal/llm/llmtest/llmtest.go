@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/terpdev/terp/internal/agent"
 )
 
 // Request is the part of a chat completion request a script looks at.
@@ -71,16 +73,9 @@ func (r Request) LastUser() string {
 }
 
 // ToolResult decodes the last tool message as terp's run_python result.
-func (r Request) ToolResult() (res struct {
-	ExitCode int      `json:"exit_code"`
-	Stdout   string   `json:"stdout"`
-	Stderr   string   `json:"stderr"`
-	Files    []string `json:"files"`
-	TimedOut bool     `json:"timed_out"`
-	Note     string   `json:"note"`
-	Error    string   `json:"error"`
-}, err error) {
-	err = json.Unmarshal([]byte(r.LastTool()), &res)
+func (r Request) ToolResult() (agent.ToolMessage, error) {
+	var res agent.ToolMessage
+	err := json.Unmarshal([]byte(r.LastTool()), &res)
 	return res, err
 }
 
