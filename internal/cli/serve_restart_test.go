@@ -251,7 +251,7 @@ func wantFiles(t *testing.T, ctx context.Context, c openai.Client, cntr string, 
 	}
 	var got []string
 	for _, f := range page.Data {
-		got = append(got, strings.TrimPrefix(f.Path, "/work/"))
+		got = append(got, strings.TrimPrefix(f.Path, "/mnt/data/"))
 	}
 	for _, n := range names {
 		if !strings.Contains(strings.Join(got, " "), n) {

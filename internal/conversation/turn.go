@@ -312,7 +312,7 @@ func (c *Conversation) RemoveFile(ctx context.Context, name string) error {
 
 // workPath is name as a path inside /work, refusing one that leaves it.
 func workPath(name string) (string, error) {
-	rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(name, sandbox.WorkDir+"/")), "/")
+	rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(sandbox.WorkName(name), sandbox.WorkDir+"/")), "/")
 	if rel == "" || rel == "." {
 		return "", inputErrorf("%q names no file in /work", name)
 	}

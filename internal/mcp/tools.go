@@ -271,12 +271,12 @@ func readAll(ctx context.Context, conv *conversation.Conversation, rel string, l
 var errTooLarge = errors.New("too large to read whole")
 
 // workRel is the path relative to /work of p, a path relative to /work or
-// an absolute one in it (a relative path is kept in /work, however many
-// "..", as the sandbox does); ok is false for an absolute path outside
-// /work. "" is /work itself.
+// an absolute one in it or in /mnt/data, its other name (a relative path is
+// kept in /work, however many "..", as the sandbox does); ok is false for an
+// absolute path outside /work. "" is /work itself.
 func workRel(p string) (rel string, ok bool) {
 	if strings.HasPrefix(p, "/") {
-		clean := path.Clean(p)
+		clean := path.Clean(sandbox.WorkName(p))
 		if clean == sandbox.WorkDir {
 			return "", true
 		}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"strings"
 	"time"
 )
@@ -20,6 +21,25 @@ import (
 // WorkDir is the directory inside every sandbox where uploads land and where
 // the model is told to save its files.
 const WorkDir = "/work"
+
+// DataDir is WorkDir under the name OpenAI's code interpreter gives it, in
+// every sandbox: gpt-oss and the models distilled from ChatGPT's analysis
+// transcripts were trained on a notebook whose files are in /mnt/data, and
+// their code reads and writes there. Backends make it the same directory as
+// WorkDir (a second bind or mount of it, which the code cannot remove or
+// replace), so a file written under either name is the one file, listed and
+// downloaded once, by its WorkDir name.
+const DataDir = "/mnt/data"
+
+// WorkName turns a path under DataDir into the same path under WorkDir, so
+// that a client or a model naming a file /mnt/data/x reaches /work/x. Any
+// other path is returned as it is, for the backend's own checks.
+func WorkName(p string) string {
+	if rest, ok := strings.CutPrefix(path.Clean(p), DataDir); ok && (rest == "" || rest[0] == '/') {
+		return WorkDir + rest
+	}
+	return p
+}
 
 // SessionID names a paused sandbox so that a later process can resume it.
 type SessionID string

@@ -575,7 +575,7 @@ func (s *Server) fileObject(ctx context.Context, c *container, fi sandbox.FileIn
 	}
 	c.mu.Unlock()
 	return containerFile{ID: id, Object: "container.file", Bytes: fi.Size, ContainerID: c.ID,
-		CreatedAt: fi.ModTime.Unix(), Path: path.Join(sandbox.WorkDir, fi.Path), Source: source}
+		CreatedAt: fi.ModTime.Unix(), Path: path.Join(sandbox.DataDir, fi.Path), Source: source}
 }
 
 // files lists c's /work for the API.
@@ -599,7 +599,7 @@ func (s *Server) lookupFile(ctx context.Context, c *container, id string) (conta
 		return containerFile{}, false, err
 	}
 	for _, f := range all {
-		if f.Path == path.Join(sandbox.WorkDir, p) {
+		if f.Path == path.Join(sandbox.DataDir, p) {
 			return f, true, nil
 		}
 	}

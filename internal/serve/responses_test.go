@@ -362,7 +362,7 @@ func TestContainersAndFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if added.Path != "/work/hello.py" || added.Source != "user" || added.Bytes != 12 {
+	if added.Path != "/mnt/data/hello.py" || added.Source != "user" || added.Bytes != 12 {
 		t.Errorf("uploaded %+v", added)
 	}
 	list, err := client.Containers.Files.List(ctx(t), c.ID, openai.ContainerFileListParams{})
@@ -374,7 +374,7 @@ func TestContainersAndFiles(t *testing.T) {
 		paths = append(paths, cf.Path)
 	}
 	slices.Sort(paths)
-	if !slices.Equal(paths, []string{"/work/data.csv", "/work/hello.py"}) {
+	if !slices.Equal(paths, []string{"/mnt/data/data.csv", "/mnt/data/hello.py"}) {
 		t.Errorf("container files %q", paths)
 	}
 	if err := client.Containers.Files.Delete(ctx(t), c.ID, added.ID); err != nil {

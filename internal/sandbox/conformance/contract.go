@@ -23,6 +23,7 @@ var contract = []check{
 	{"PathsStayInWork", pathsStayInWork},
 	{"LargeFile", largeFile},
 	{"List", list},
+	{"DataDir", dataDir},
 	{"ExecExitCodes", execExitCodes},
 	{"WorkingDir", workingDir},
 	{"OutputBounded", outputBounded},
@@ -146,6 +147,48 @@ func list(t *testing.T, b sandbox.Backend, cmds Commands) {
 	}
 	if _, err := sbx.List(ctx(t), "/work/a.txt"); err == nil {
 		t.Error("listing a file succeeded")
+	}
+}
+
+// dataDir checks that /mnt/data is /work under another name, for the code
+// and for terp's own file access: notebook-trained models read and write
+// there. A file is one file whichever name wrote it, and is listed once, by
+// its /work name.
+func dataDir(t *testing.T, b sandbox.Backend, cmds Commands) {
+	sbx := create(t, b)
+	write(t, sbx, "/work/up.csv", []byte("a,b\n1,2\n"))
+	if res := exec(t, sbx, cmds("cat", "/mnt/data/up.csv"), sandbox.ExecOptions{}); res.ExitCode != 0 || res.Stdout != "a,b\n1,2\n" {
+		t.Errorf("the code reads /mnt/data/up.csv as exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if res := exec(t, sbx, cmds("write", "/mnt/data/out/chart.txt", "saved"), sandbox.ExecOptions{}); res.ExitCode != 0 {
+		t.Fatalf("writing /mnt/data/out/chart.txt: exit %d %s", res.ExitCode, res.Stderr)
+	}
+	for _, p := range []string{"/work/out/chart.txt", "/mnt/data/out/chart.txt", "out/chart.txt"} {
+		if got := string(read(t, sbx, p)); got != "saved" {
+			t.Errorf("ReadFile %s = %q, want what the code wrote in /mnt/data", p, got)
+		}
+	}
+	write(t, sbx, "/mnt/data/put.txt", []byte("put"))
+	if res := exec(t, sbx, cmds("cat", "/work/put.txt"), sandbox.ExecOptions{}); res.Stdout != "put" {
+		t.Errorf("WriteFile /mnt/data/put.txt: the code reads /work/put.txt as %q %q", res.Stdout, res.Stderr)
+	}
+	got := sizes(t, sbx, "/work")
+	want := map[string]int64{"up.csv": 8, "out/chart.txt": 5, "put.txt": 3}
+	if len(got) != len(want) {
+		t.Errorf("List /work = %v, want each file once: %v", got, want)
+	}
+	for p, n := range want {
+		if got[p] != n {
+			t.Errorf("List /work: %s has size %d, want %d (all: %v)", p, got[p], n, got)
+		}
+	}
+	if got := sizes(t, sbx, "/mnt/data/out"); len(got) != 1 || got["chart.txt"] != 5 {
+		t.Errorf("List /mnt/data/out = %v, want chart.txt", got)
+	}
+	for _, p := range []string{"/mnt/data/../../etc/terp-conformance", "/mnt/database/x", "/mnt/x"} {
+		if err := sbx.WriteFile(ctx(t), p, strings.NewReader("x")); err == nil {
+			t.Errorf("WriteFile %s succeeded", p)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ var shellChecks = []check{
 	{"TimeoutKillsChildren", timeoutKillsChildren},
 	{"NoNetwork", noNetwork},
 	{"Kernel", kernelMode},
+	{"DataDirHolds", dataDirHolds},
 }
 
 func python(t *testing.T, b sandbox.Backend, _ Commands) {
@@ -107,5 +108,27 @@ func kernelMode(t *testing.T, b sandbox.Backend, _ Commands) {
 	png := read(t, sbx, "/work/chart.png")
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Errorf("the chart is not a PNG (%d bytes)", len(png))
+	}
+}
+
+// dataDirHolds checks that the code cannot take /mnt/data away from /work:
+// neither removing, renaming nor replacing it with a link works, and
+// afterwards it is still /work, also for a program started in it.
+func dataDirHolds(t *testing.T, b sandbox.Backend, _ Commands) {
+	sbx := create(t, b)
+	script := `rmdir /mnt/data 2>/dev/null && echo REMOVED
+mv /mnt/data /mnt/moved 2>/dev/null && echo MOVED
+ln -sfn /tmp /mnt/data 2>/dev/null; rm -f /mnt/data/tmp
+mkdir -p /mnt/data/sub && cd /mnt/data/sub && pwd && echo here > f.txt
+python3 -c 'import os; print(os.path.samefile("/work", "/mnt/data"))'`
+	res := sh(t, sbx, script, sandbox.ExecOptions{})
+	if res.Stdout != sandbox.DataDir+"/sub\nTrue\n" {
+		t.Errorf("after trying to remove /mnt/data: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if got := string(read(t, sbx, "/work/sub/f.txt")); got != "here\n" {
+		t.Errorf("/work/sub/f.txt = %q, want what was written in /mnt/data/sub", got)
+	}
+	if _, err := sbx.ReadFile(ctx(t), "/tmp/data"); err == nil {
+		t.Error("ReadFile /tmp/data succeeded")
 	}
 }

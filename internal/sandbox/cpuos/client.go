@@ -282,7 +282,7 @@ func (s *Sandbox) req(method, path string) request {
 // sent again on a transient failure; any other is sent once.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader) error {
 	r0 := s.req(http.MethodPost, pathFiles)
-	r0.query = url.Values{queryPath: {path}}
+	r0.query = url.Values{queryPath: {sandbox.WorkName(path)}}
 	if rs, ok := r.(io.ReadSeeker); ok {
 		start, err := rs.Seek(0, io.SeekCurrent)
 		if err != nil {
@@ -310,7 +310,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader) error
 // ReadFile downloads path.
 func (s *Sandbox) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
 	r := s.req(http.MethodGet, pathFiles)
-	r.query = url.Values{queryPath: {path}}
+	r.query = url.Values{queryPath: {sandbox.WorkName(path)}}
 	resp, err := s.b.do(ctx, r)
 	if err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) (io.ReadCloser, err
 // List returns the regular files under dir.
 func (s *Sandbox) List(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
 	r := s.req(http.MethodGet, pathList)
-	r.query = url.Values{queryPath: {dir}}
+	r.query = url.Values{queryPath: {sandbox.WorkName(dir)}}
 	var out listResponse
 	if err := s.b.call(ctx, r, &out, 64<<20); err != nil {
 		return nil, err

@@ -25,7 +25,13 @@ package cpuos
 import "time"
 
 // Paths. {id} is a sandbox id, {pid} a process id. Query parameter "path"
-// names a file or directory inside the sandbox (absolute, under /work).
+// names a file or directory inside the sandbox (absolute, under /work; the
+// client sends /mnt/data paths as the /work paths they are).
+//
+// Inside the sandbox, /mnt/data must be /work under a second name (the
+// directory notebook-trained models write to), which the code cannot remove:
+// Server's sandboxes are the local backend's, which binds it; a cpuos
+// template must do the same (sandbox.DataDir).
 const (
 	// POST createRequest → 201 sandboxResponse.
 	pathSandboxes = "/sandboxes"

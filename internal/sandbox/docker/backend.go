@@ -395,12 +395,18 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 		"PYTHONUNBUFFERED=1",
 		"LC_ALL=C.UTF-8",
 	}
-	mounts := []mount.Mount{{
-		Type:          mount.TypeVolume,
-		Source:        vol,
-		Target:        sandbox.WorkDir,
-		VolumeOptions: &mount.VolumeOptions{NoCopy: true},
-	}}
+	// The volume is mounted twice, at /work and at /mnt/data (the name
+	// notebook-trained models use): one directory, which the code can
+	// neither unmount nor replace under a read-only root.
+	var mounts []mount.Mount
+	for _, target := range []string{sandbox.WorkDir, sandbox.DataDir} {
+		mounts = append(mounts, mount.Mount{
+			Type:          mount.TypeVolume,
+			Source:        vol,
+			Target:        target,
+			VolumeOptions: &mount.VolumeOptions{NoCopy: true},
+		})
+	}
 	if opt.Network.Mode == sandbox.NetworkAllowlist {
 		if proxy, err = b.startEgress(id, opt.Network.Allow); err != nil {
 			cleanup("")

@@ -28,8 +28,10 @@ import (
 // mount instead. Entries carry the sandbox user's uid and gid, so the code
 // owns what terp uploads.
 
-// workPath cleans p and makes sure it names something under WorkDir.
+// workPath cleans p and makes sure it names something under WorkDir (or
+// DataDir, its other name).
 func workPath(p string) (string, error) {
+	p = sandbox.WorkName(p)
 	if !path.IsAbs(p) {
 		p = path.Join(sandbox.WorkDir, p)
 	}

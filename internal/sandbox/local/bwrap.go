@@ -246,6 +246,9 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 	}
 	args = append(args,
 		"--bind", s.work, sandbox.WorkDir,
+		// The same directory under the name notebook-trained models use.
+		// The code cannot unmount it, and the root it sits in is read-only.
+		"--bind", s.work, sandbox.DataDir,
 		// The root itself is a tmpfs bwrap made; without this the code could
 		// fill memory by writing files in /.
 		"--remount-ro", "/",

@@ -28,9 +28,11 @@ import (
 // /work.
 var errOutsideWork = errors.New("path is outside " + sandbox.WorkDir)
 
-// workPath turns a sandbox path ("/work/a.csv", "a.csv", "sub/a.csv") into
-// a path relative to the work directory, or fails if it leaves /work.
+// workPath turns a sandbox path ("/work/a.csv", "/mnt/data/a.csv", "a.csv",
+// "sub/a.csv") into a path relative to the work directory, or fails if it
+// leaves /work.
 func workPath(p string) (string, error) {
+	p = sandbox.WorkName(p)
 	rel := p
 	if path.IsAbs(p) {
 		rest, ok := strings.CutPrefix(path.Clean(p), sandbox.WorkDir)

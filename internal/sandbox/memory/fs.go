@@ -25,14 +25,15 @@ var errRemoved = errors.New("the sandbox is closed")
 var errWorkFull = errors.New("no space left in " + sandbox.WorkDir)
 
 // workPath turns p into a path relative to /work ("." for /work itself),
-// resolving a relative p against dir, an absolute directory. It refuses
-// anything outside /work, ".." escapes included, as the real backends do.
+// resolving a relative p against dir, an absolute directory. /mnt/data is
+// /work under its other name, as in the real backends. It refuses anything
+// outside /work, ".." escapes included, as the real backends do.
 func workPath(dir, p string) (string, error) {
 	abs := p
 	if !path.IsAbs(abs) {
 		abs = path.Join(dir, abs)
 	}
-	rest, ok := strings.CutPrefix(path.Clean(abs), sandbox.WorkDir)
+	rest, ok := strings.CutPrefix(path.Clean(sandbox.WorkName(abs)), sandbox.WorkDir)
 	if !ok || (rest != "" && rest[0] != '/') {
 		return "", fmt.Errorf("%q: %w", p, errOutsideWork)
 	}
