@@ -54,6 +54,9 @@ type Config struct {
 	// MaxTokens and MaxTime cap one turn (0: no cap); see budget.go.
 	MaxTokens int
 	MaxTime   time.Duration
+	// Prompt names the wording of the system prompt and the tool (see
+	// prompt.go); "" is the default one.
+	Prompt Prompt
 	// ClientTools are function tools the caller runs itself, offered to
 	// the model beside run_python (see client.go); SetClientTools changes
 	// them between turns. A set that SetClientTools would refuse fails
@@ -315,7 +318,7 @@ func (a *Agent) turn(ctx context.Context, start func(send func(Event)), send fun
 		return res, err
 	}
 	if len(a.history) == 0 {
-		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: systemPrompt(Visible(files))})
+		a.history = append(a.history, llm.Message{Role: llm.RoleSystem, Content: wordingOf(a.cfg.Prompt).systemPrompt(Visible(files))})
 		a.uploaded = nil
 	}
 	start(send)
@@ -484,7 +487,7 @@ func (a *Agent) withUploads(question string) string {
 	if len(a.uploaded) > 0 {
 		names := make([]string, len(a.uploaded))
 		for i, n := range a.uploaded {
-			names[i] = path.Join(sandbox.WorkDir, n)
+			names[i] = path.Join(wordingOf(a.cfg.Prompt).dir, n)
 		}
 		pre = append(pre, "(New files uploaded: "+strings.Join(names, ", ")+")")
 	}

@@ -28,7 +28,7 @@ func (a *Agent) request() llm.Request {
 	return llm.Request{
 		Model:    a.cfg.Model,
 		Messages: msgs,
-		Tools:    append(tools(a.cfg.ExecMode, a.cfg.Network), a.cfg.ClientTools...),
+		Tools:    append(a.cfg.tools(), a.cfg.ClientTools...),
 		Dialect:  a.dialect,
 		CodeTool: ToolName,
 		// A model that has never called the tool may be one that cannot:

@@ -242,7 +242,7 @@ func TestProbe(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := llmtest.New(t, tt.reply, tt.reply)
 			model := llm.New(llm.Config{BaseURL: s.BaseURL(), MaxRetries: -1})
-			res, err := agent.Probe(context.Background(), model, "m", tt.dialect, kernel.ModeKernel)
+			res, err := agent.Probe(context.Background(), model, agent.Config{Model: "m", Dialect: tt.dialect, ExecMode: kernel.ModeKernel})
 			if err != nil || res.Format != tt.format || (res.Refused != nil) != tt.refused || res.Code != "print(1234*5678)" {
 				t.Errorf("Probe = %+v, %v", res, err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 )
 
@@ -34,16 +33,18 @@ type ProbeResult struct {
 }
 
 // Probe asks the model one question that needs the tool, the way the loop
-// would in dialect, and reports whether and how a call came back. The code
-// is not run. Errors other than a refusal of tools are returned.
-func Probe(ctx context.Context, model Completer, name string, dialect llm.Dialect, mode kernel.Mode) (ProbeResult, error) {
+// would with cfg (its model, dialect, exec mode and prompt), and reports
+// whether and how a call came back. The code is not run. Errors other than a
+// refusal of tools are returned.
+func Probe(ctx context.Context, model Completer, cfg Config) (ProbeResult, error) {
+	dialect := cfg.Dialect
 	if dialect == "" {
 		dialect = llm.DialectAuto
 	}
 	ask := func(d llm.Dialect) (llm.Response, error) {
-		a := &Agent{cfg: Config{Model: name, ExecMode: mode}, dialect: d}
+		a := &Agent{cfg: cfg, dialect: d}
 		a.history = []llm.Message{
-			{Role: llm.RoleSystem, Content: systemPrompt(nil)},
+			{Role: llm.RoleSystem, Content: wordingOf(cfg.Prompt).systemPrompt(nil)},
 			{Role: llm.RoleUser, Content: ProbeQuestion},
 		}
 		return model.Complete(ctx, a.request(), nil)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/terpdev/terp/internal/kernel"
@@ -16,30 +15,14 @@ import (
 // ToolName is the one tool the model gets.
 const ToolName = "run_python"
 
-// toolDescriptions tell the model how its code runs, per execution mode.
-// The %s is the sentence about the network (see NetworkSentence).
-var toolDescriptions = map[kernel.Mode]string{
-	kernel.ModeScript: "Run a Python 3 script in an isolated sandbox. Files are in /work, " +
-		"which is the working directory. Each call runs as a new process: variables do not " +
-		"survive between calls, files in /work do. %s numpy, pandas and " +
-		"matplotlib are installed. Returns exit_code, stdout and stderr (long output is cut " +
-		"in the middle) and the files the script saved.",
-	kernel.ModeKernel: "Run Python 3 code in a persistent session in an isolated sandbox, like a " +
-		"notebook cell: variables, imports and functions from earlier calls are still defined, " +
-		"and the value of a last bare expression is shown (end it with ; to hide it). Files are " +
-		"in /work, the working directory. %s numpy, pandas and matplotlib " +
-		"are installed; matplotlib figures are saved as PNG files in /work when you call " +
-		"plt.show() or leave them open (or save them yourself with plt.savefig). Returns " +
-		"exit_code, stdout and stderr (long output is cut in the middle), the files saved, and " +
-		"a note when the session was restarted.",
-}
-
 var toolParameters = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string",` +
 	`"description":"The complete Python source to run."}},"required":["code"]}`)
 
-func tools(mode kernel.Mode, network sandbox.Network) []llm.Tool {
-	desc := fmt.Sprintf(toolDescriptions[mode], NetworkSentence(network))
-	return []llm.Tool{{Name: ToolName, Description: desc, Parameters: toolParameters}}
+// tools is what the model is offered: run_python, described in the
+// conversation's wording.
+func (c Config) tools() []llm.Tool {
+	w := wordingOf(c.Prompt)
+	return []llm.Tool{{Name: ToolName, Description: w.tool(c.promptFacts(), w.dir), Parameters: toolParameters}}
 }
 
 // NetworkSentence tells the model what its code may reach, so that it
@@ -57,33 +40,6 @@ func NetworkSentence(n sandbox.Network) string {
 			", through a proxy already set in the environment (pip install works when the package index is listed)."
 	}
 	return "There is no network."
-}
-
-// systemPrompt follows the seed: a data analyst that computes every number
-// with the tool, told where the files are.
-func systemPrompt(files []sandbox.FileInfo) string {
-	var b strings.Builder
-	b.WriteString("You are a data analyst. Use the run_python tool to compute every number " +
-		"you report; never guess or do arithmetic in your head. Files are in /work")
-	if len(files) == 0 {
-		b.WriteString(" (empty for now).")
-	} else {
-		b.WriteString(":\n")
-		names := shown(files)
-		size := make(map[string]int64, len(names))
-		for _, f := range files {
-			size[f.Path] = f.Size
-		}
-		for _, n := range names {
-			fmt.Fprintf(&b, "- %s (%d bytes)\n", path.Join(sandbox.WorkDir, n), size[n])
-		}
-		if more := len(files) - len(names); more > 0 {
-			fmt.Fprintf(&b, "- and %s more files (%s in all); list them with code when you need them\n", commas(more), commas(len(files)))
-		}
-	}
-	b.WriteString("\nSave charts as PNG files in /work (with matplotlib: plt.savefig), and say " +
-		"which files you saved. When you have the answer, reply in plain text without calling the tool.")
-	return b.String()
 }
 
 // callOutcome is what one tool call produced.
@@ -203,8 +159,8 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 		a.listProblem = ""
 	}
 	if more := len(saved) - len(res.Files); more > 0 {
-		a.notice(send, fmt.Sprintf("The code saved %s files in /work in this step; only %s of them are listed.",
-			commas(len(saved)), commas(len(res.Files))))
+		a.notice(send, fmt.Sprintf("The code saved %s files in %s in this step; only %s of them are listed.",
+			commas(len(saved)), wordingOf(a.cfg.Prompt).dir, commas(len(res.Files))))
 	}
 	return callOutcome{content: mustJSON(res), saved: saved}, nil
 }

@@ -397,6 +397,32 @@ func TestConfigShowSaysWhereValuesCameFrom(t *testing.T) {
 	}
 }
 
+// config show prints the prompt a new conversation sends, in the wording
+// of the model's family, and the prompt key names another family.
+func TestConfigShowPrintsThePrompt(t *testing.T) {
+	r := terp(t, map[string]string{"TERP_MODEL": "openai/gpt-oss-20b", "TERP_TIMEOUT": "90s"}, "", "config", "show")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"prompt for openai/gpt-oss-20b (wording gpt-oss)", "Files are in /mnt/data (empty for now).",
+		"stateful Jupyter notebook environment", "time out after 90.0 seconds", `prompt = "gpt-oss"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("config show does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	r = terp(t, map[string]string{"TERP_MODEL": "my-finetune", "TERP_PROMPT": "qwen3"}, "", "config", "show", "--json")
+	var report struct {
+		Prompt struct{ Wording, System, Tool string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &report); err != nil || report.Prompt.Wording != "qwen3" ||
+		!strings.HasPrefix(report.Prompt.Tool, "Python code sandbox") || !strings.Contains(report.Prompt.System, "/work") {
+		t.Errorf("config show --json: %v %+v\n%s", err, report, r.stdout)
+	}
+	if r := terp(t, map[string]string{"TERP_PROMPT": "chatgpt"}, "", "config", "show"); r.code != exitUsage || !strings.Contains(r.stderr, "gpt-oss") {
+		t.Errorf("an unknown prompt: exit %d, stderr %q; want a usage error naming the choices", r.code, r.stderr)
+	}
+}
+
 func TestConfigInitWritesALoadableFile(t *testing.T) {
 	path := filepath.Join(terptest.TempDir(t), "c", "config.toml")
 	if r := terp(t, nil, "", "--config", path, "config", "init"); r.code != 0 {

@@ -3,10 +3,14 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
 )
 
 func newCmdConfig(f *Factory) *cobra.Command {
@@ -67,7 +71,9 @@ func newCmdConfigShow(f *Factory) *cobra.Command {
 		Short: "Print every setting, its value and where it came from",
 		Long: `Show prints every setting with its value and its source: default, the file
 and line, an environment variable, or a flag. The API key is never printed in
-full.`,
+full. Then it prints what a new conversation sends the model before the first
+question: the system prompt and the description of run_python, in the wording
+of the model's family (the prompt setting, or the model's profile).`,
 		Example: `  terp config show
   terp config show --json | jq '.keys[] | select(.key=="model")'`,
 		Args: cobra.NoArgs,
@@ -76,12 +82,19 @@ full.`,
 			if err != nil {
 				return err
 			}
+			prompt := promptOf(cfg)
 			if asJSON {
 				enc := json.NewEncoder(f.IO.Out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(cfg.Report())
+				return enc.Encode(struct {
+					config.Report
+					Prompt promptReport `json:"prompt"`
+				}{cfg.Report(), prompt})
 			}
-			return cfg.Show(f.IO.Out)
+			if err := cfg.Show(f.IO.Out); err != nil {
+				return err
+			}
+			return prompt.write(f.IO.Out, cfg.Model)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the settings as JSON")
@@ -99,4 +112,27 @@ func newCmdConfigPath(f *Factory) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// promptReport is what a new conversation tells the model before the first
+// question, as config show prints it.
+type promptReport struct {
+	// Wording names the family whose words the prompt uses.
+	Wording string `json:"wording"`
+	System  string `json:"system"`
+	Tool    string `json:"tool"`
+}
+
+func promptOf(cfg *config.Config) promptReport {
+	ac := conversation.AgentConfig(cfg)
+	system, tool := agent.PromptText(ac, nil)
+	return promptReport{Wording: string(ac.Prompt), System: system, Tool: tool}
+}
+
+// write prints the prompt with each text indented under its name.
+func (p promptReport) write(w io.Writer, model string) error {
+	indent := func(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
+	_, err := fmt.Fprintf(w, "\nprompt for %s (wording %s):\n  system prompt:\n%s\n  %s tool:\n%s\n",
+		model, p.Wording, indent(p.System), agent.ToolName, indent(p.Tool))
+	return err
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/kernel"
+	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sanitize"
@@ -358,7 +358,7 @@ func toolCheck(ctx context.Context, r *doctorReport, opts *doctorOptions, client
 	ctx, cancel := context.WithTimeout(ctx, opts.probeTimeout)
 	defer cancel()
 	settings := cfg.ForModel(cfg.Model)
-	res, err := agent.Probe(ctx, client, cfg.Model, llm.Dialect(settings.ToolDialect), kernel.Mode(cfg.ExecMode))
+	res, err := agent.Probe(ctx, client, conversation.AgentConfig(cfg))
 	if err != nil {
 		return failure("tool calling", err)
 	}

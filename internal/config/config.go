@@ -51,6 +51,7 @@ type Config struct {
 	ImageProtocol   string        // How the chat draws images: "auto", "kitty", "iterm2", "sixel", "halfblock" or "none".
 	Provider        string        // A preset for base_url and api_key_env ("ollama", "vllm", ...); "" for none.
 	ToolDialect     string        // How tool calls travel: "auto", "native" or "text"; see ForModel.
+	Prompt          string        // The wording of the prompt and the tool ("auto" or a family's); see ForModel.
 	ContextWindow   int           // The model's context in tokens; 0 means detect it.
 	MaxTokens       int           // Most tokens one question may use; 0 means no cap.
 	MaxTime         time.Duration // Longest one question may take; 0 means no cap.

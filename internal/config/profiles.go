@@ -31,6 +31,9 @@ type Profile struct {
 	// SendReasoning, when set, says whether the model's reasoning goes back
 	// with its messages.
 	SendReasoning *bool `json:"send_reasoning,omitempty"`
+	// Prompt names the wording of the system prompt and the tool the family
+	// was trained on (one of prompts); "" when the profile does not say.
+	Prompt string `json:"prompt,omitempty"`
 	// Source is where the profile was written, or the zero Source for a
 	// built-in one.
 	Source Source `json:"-"`
@@ -47,6 +50,9 @@ func (p Profile) settings() string {
 	}
 	if p.SendReasoning != nil {
 		parts = append(parts, fmt.Sprintf("send_reasoning = %v", *p.SendReasoning))
+	}
+	if p.Prompt != "" {
+		parts = append(parts, fmt.Sprintf("prompt = %q", p.Prompt))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -66,17 +72,20 @@ func yes() *bool { b := true; return &b }
 // builtinProfiles are the windows the model families ship with (what
 // servers allow by default; a server may be started with less, which the
 // server's own report or a context error then corrects). gpt-oss needs its
-// reasoning between tool calls.
+// reasoning between tool calls. The prompt is the wording each family's
+// code tool was trained with: gpt-oss's python tool (a stateful Jupyter
+// notebook, /mnt/data), Qwen-Agent's code interpreter (a Jupyter kernel),
+// GLM-4's All Tools python (a notebook, /mnt/data).
 var builtinProfiles = []Profile{
-	{Pattern: "qwen3-coder*", ContextWindow: 262144},
-	{Pattern: "qwen3*", ContextWindow: 32768},
-	{Pattern: "qwen2.5*", ContextWindow: 32768},
-	{Pattern: "qwq*", ContextWindow: 32768},
-	{Pattern: "glm-4.5*", ContextWindow: 131072},
-	{Pattern: "glm-4.6*", ContextWindow: 131072},
-	{Pattern: "glm-4*", ContextWindow: 32768},
-	{Pattern: "glm4*", ContextWindow: 32768},
-	{Pattern: "gpt-oss*", ContextWindow: 131072, SendReasoning: yes()},
+	{Pattern: "qwen3-coder*", ContextWindow: 262144, Prompt: "qwen3"},
+	{Pattern: "qwen3*", ContextWindow: 32768, Prompt: "qwen3"},
+	{Pattern: "qwen2.5*", ContextWindow: 32768, Prompt: "qwen3"},
+	{Pattern: "qwq*", ContextWindow: 32768, Prompt: "qwen3"},
+	{Pattern: "glm-4.5*", ContextWindow: 131072, Prompt: "glm-4"},
+	{Pattern: "glm-4.6*", ContextWindow: 131072, Prompt: "glm-4"},
+	{Pattern: "glm-4*", ContextWindow: 32768, Prompt: "glm-4"},
+	{Pattern: "glm4*", ContextWindow: 32768, Prompt: "glm-4"},
+	{Pattern: "gpt-oss*", ContextWindow: 131072, SendReasoning: yes(), Prompt: "gpt-oss"},
 	{Pattern: "llama3.1*", ContextWindow: 131072},
 	{Pattern: "llama3.2*", ContextWindow: 131072},
 	{Pattern: "llama3.3*", ContextWindow: 131072},
@@ -168,12 +177,15 @@ type ModelSettings struct {
 	ProfileWindow int
 	// SendReasoning says whether the model's reasoning goes back to it.
 	SendReasoning bool
+	// Prompt is the wording of the system prompt and the tool: one of
+	// prompts, "default" when neither the user nor a profile says.
+	Prompt string
 	// Profiles are the profiles that matched, most authoritative first.
 	Profiles []Profile
 }
 
-// ForModel resolves the settings that depend on the model. For tool_dialect
-// and context_window the order is, highest first: the key set in the
+// ForModel resolves the settings that depend on the model. For tool_dialect,
+// prompt and context_window the order is, highest first: the key set in the
 // environment or on the command line; a profile in the config file that
 // matches the model; the key in the config file; a built-in profile; the
 // default. (For context_window, what the server reports comes between the
@@ -222,6 +234,24 @@ func (c *Config) ForModel(model string) ModelSettings {
 			break
 		}
 	}
+
+	// The prompt, in tool_dialect's order; "auto" is the key saying
+	// nothing, and "default" the wording when nothing does.
+	hasPrompt := func(p Profile) bool { return p.Prompt != "" }
+	set := c.Prompt != "" && c.Prompt != "auto"
+	s.Prompt = "default"
+	switch p, ok := first(false, hasPrompt); {
+	case set && explicit("prompt"):
+		s.Prompt = c.Prompt
+	case ok:
+		s.Prompt = p.Prompt
+	case set:
+		s.Prompt = c.Prompt
+	default:
+		if p, ok := first(true, hasPrompt); ok {
+			s.Prompt = p.Prompt
+		}
+	}
 	return s
 }
 
@@ -234,6 +264,7 @@ type profileKey struct {
 var profileKeys = []profileKey{
 	{"context_window", func(p *Profile) value { return intValue{&p.ContextWindow, 1} }},
 	{"tool_dialect", func(p *Profile) value { return choiceValue{&p.ToolDialect, dialects} }},
+	{"prompt", func(p *Profile) value { return choiceValue{&p.Prompt, prompts} }},
 	{"send_reasoning", func(p *Profile) value {
 		if p.SendReasoning == nil {
 			p.SendReasoning = new(bool)
@@ -345,6 +376,14 @@ func subKeys(keys []toml.Key, path ...string) []string {
 
 // dialects are the ways tool calls can travel; see package llm.
 var dialects = []string{"auto", "native", "text"}
+
+// prompts are the wordings of the system prompt and the tool; package
+// agent holds their text (agent.Prompts lists the same names).
+var prompts = []string{"default", "gpt-oss", "qwen3", "glm-4"}
+
+// Prompts returns the names the prompt key and profiles accept, besides
+// "auto".
+func Prompts() []string { return append([]string(nil), prompts...) }
 
 // optionalDuration holds a duration where 0 means "none" (max_time).
 type optionalDuration struct{ p *time.Duration }

@@ -196,3 +196,40 @@ func TestShowListsTheModelsProfiles(t *testing.T) {
 		t.Errorf("show:\n%s", b.String())
 	}
 }
+
+// The prompt's wording follows the model's family, and the prompt key
+// names another family for a model whose name says nothing: from the
+// environment over every profile, from the file under a profile of the
+// file's own, "auto" saying nothing.
+func TestPromptForModel(t *testing.T) {
+	tests := []struct {
+		file string
+		env  map[string]string
+		want map[string]string // model -> prompt
+	}{
+		{"", nil, map[string]string{
+			"gpt-oss:20b": "gpt-oss", "openai/gpt-oss-120b": "gpt-oss", "Qwen/Qwen3-32B": "qwen3",
+			"qwen3-coder:30b": "qwen3", "qwen2.5:7b": "qwen3", "glm-4-32b-0414": "glm-4", "THUDM/glm-4-9b-chat": "glm-4",
+			"llama3.1:8b": "default", "my-finetune": "default",
+		}},
+		{"prompt = \"gpt-oss\"\n", nil, map[string]string{"my-finetune": "gpt-oss", "qwen3:8b": "gpt-oss"}},
+		{"prompt = \"auto\"\n", nil, map[string]string{"my-finetune": "default", "qwen3:8b": "qwen3"}},
+		{"prompt = \"glm-4\"\n[models.\"my-*\"]\nprompt = \"qwen3\"\n", nil, map[string]string{"my-finetune": "qwen3", "other": "glm-4"}},
+		{"[models.\"my-*\"]\nprompt = \"qwen3\"\n", map[string]string{"TERP_PROMPT": "default"}, map[string]string{"my-finetune": "default", "gpt-oss:20b": "default"}},
+	}
+	for _, tt := range tests {
+		c, err := Load(LoadOptions{Path: writeConfig(t, tt.file), Getenv: env(tt.env)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for model, want := range tt.want {
+			if got := c.ForModel(model).Prompt; got != want {
+				t.Errorf("file %q env %v: ForModel(%q).Prompt = %q, want %q", tt.file, tt.env, model, got, want)
+			}
+		}
+	}
+	if _, err := Load(LoadOptions{Path: writeConfig(t, "[models.\"x\"]\nprompt = \"chatgpt\"\n"), Getenv: env(nil)}); err == nil ||
+		!strings.Contains(err.Error(), "gpt-oss") {
+		t.Errorf("an unknown prompt in a profile: %v, want an error naming the choices", err)
+	}
+}

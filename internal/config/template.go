@@ -62,8 +62,9 @@ const templateProfiles = `
 # Model profiles: settings for the models whose name matches a pattern ("*" matches any
 # text, case is ignored, "Qwen/Qwen3-32B" is also matched as "Qwen3-32B"). terp has
 # profiles for Qwen3, Qwen2.5, GLM-4, gpt-oss, Llama 3.x and Mistral; a table here adds one
-# or overrides theirs. Keys: context_window (tokens), tool_dialect (auto, native, text) and
-# send_reasoning (send the model's reasoning back, as gpt-oss needs). A profile here wins
+# or overrides theirs. Keys: context_window (tokens), tool_dialect (auto, native, text),
+# send_reasoning (send the model's reasoning back, as gpt-oss needs) and prompt (the
+# wording of the prompt and the tool: default, gpt-oss, qwen3, glm-4). A profile here wins
 # over the keys above written in this file; TERP_* variables and flags win over it.
 #
 #   [models."qwen3*"]

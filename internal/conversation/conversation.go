@@ -325,14 +325,9 @@ func (c *Conversation) newAgent() *agent.Agent {
 	if c.svc.newModel != nil {
 		model = c.svc.newModel(c.cfg)
 	}
-	return agent.New(model, c.sbx, c.runner, withModelSettings(c.cfg, agent.Config{
-		Model:      c.cfg.Model,
-		MaxSteps:   c.cfg.MaxSteps,
-		Timeout:    c.cfg.Timeout,
-		ExecMode:   kernel.Mode(c.cfg.ExecMode),
-		Network:    c.cfg.NetworkPolicy(),
-		Checkpoint: c.checkpoint,
-	}))
+	ac := AgentConfig(c.cfg)
+	ac.Checkpoint = c.checkpoint
+	return agent.New(model, c.sbx, c.runner, ac)
 }
 
 // checkpoint saves the conversation after a completed step. It never fails:

@@ -52,18 +52,27 @@ func keepStored(cfg *config.Config, stored store.Settings) (warning string) {
 	return warning
 }
 
-// withModelSettings adds to an agent's configuration what depends on the
-// model (its profile: tool dialect, context window, reasoning) and the
-// turn's budgets.
-func withModelSettings(cfg *config.Config, c agent.Config) agent.Config {
-	m := cfg.ForModel(c.Model)
-	c.Dialect = llm.Dialect(m.ToolDialect)
-	c.ContextWindow = m.ContextWindow
-	c.ProfileWindow = m.ProfileWindow
-	c.SendReasoning = m.SendReasoning
-	c.MaxTokens = cfg.MaxTokens
-	c.MaxTime = cfg.MaxTime
-	return c
+// AgentConfig is the loop's configuration for a conversation with cfg:
+// its model, steps, timeout and sandbox, what depends on the model (its
+// profile: tool dialect, prompt, context window, reasoning) and the turn's
+// budgets. A conversation adds its checkpoint; `terp doctor` and `terp config
+// show` use it to ask and show what a conversation would.
+func AgentConfig(cfg *config.Config) agent.Config {
+	m := cfg.ForModel(cfg.Model)
+	return agent.Config{
+		Model:         cfg.Model,
+		MaxSteps:      cfg.MaxSteps,
+		Timeout:       cfg.Timeout,
+		ExecMode:      kernel.Mode(cfg.ExecMode),
+		Network:       cfg.NetworkPolicy(),
+		Dialect:       llm.Dialect(m.ToolDialect),
+		Prompt:        agent.Prompt(m.Prompt),
+		ContextWindow: m.ContextWindow,
+		ProfileWindow: m.ProfileWindow,
+		SendReasoning: m.SendReasoning,
+		MaxTokens:     cfg.MaxTokens,
+		MaxTime:       cfg.MaxTime,
+	}
 }
 
 // newRunner starts what runs the model's code in sbx, as exec_mode says.
