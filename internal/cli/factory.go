@@ -17,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/cpuos"
@@ -131,14 +132,22 @@ func newBackend(cfg *config.Config, getenv func(string) string, dataDir string) 
 		if err != nil {
 			return nil, err
 		}
-		return local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs})
+		return local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs, EgressOptions: egressOptions(cfg)})
 	case "cpuos":
 		return cpuos.New(cpuos.Config{BaseURL: cfg.CpuosURL, APIKey: cfg.CpuosAPIKey(), APIKeyEnv: cfg.CpuosAPIKeyEnv, Template: cfg.CpuosTemplate})
 	case "docker":
-		return docker.New(docker.Config{Image: cfg.DockerImage, EgressDir: filepath.Join(dataDir, "egress")})
+		return docker.New(docker.Config{Image: cfg.DockerImage, EgressDir: filepath.Join(dataDir, "egress"), EgressOptions: egressOptions(cfg)})
 	default:
 		return nil, usagef("unknown sandbox %q; use local, docker or cpuos", cfg.Sandbox)
 	}
+}
+
+// egressOptions configure the allowlist proxy of a backend on this machine.
+func egressOptions(cfg *config.Config) []egress.Option {
+	if r := cfg.TrustedRanges(); len(r) > 0 {
+		return []egress.Option{egress.WithTrustedRanges(r)}
+	}
+	return nil
 }
 
 // sandboxDir is where the local backend keeps the sandboxes of one kind

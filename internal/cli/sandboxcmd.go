@@ -67,7 +67,7 @@ Live sandboxes are closed when serve stops; paused ones stay on disk.`,
 			if err != nil {
 				return err
 			}
-			backend, err := local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs})
+			backend, err := local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs, EgressOptions: egressOptions(cfg)})
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,6 +63,9 @@ type Config struct {
 
 	Network      string   // What the code may reach: "none", "allowlist" or "full".
 	NetworkAllow []string // Hosts the allowlist mode lets through.
+	// NetworkTrustedRanges are address ranges (CIDR) the allowlist proxy may
+	// reach although they are private or reserved.
+	NetworkTrustedRanges []string
 
 	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string           // --sandbox cpuos: API root, template, variable holding the key.
 	DockerImage                             string           // --sandbox docker: the image every sandbox runs.
@@ -200,6 +204,18 @@ func (c *Config) CpuosAPIKey() string {
 		return ""
 	}
 	return strings.TrimSpace(c.getenv(c.CpuosAPIKeyEnv))
+}
+
+// TrustedRanges returns network_trusted_ranges parsed (the values were
+// checked when they were set).
+func (c *Config) TrustedRanges() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range c.NetworkTrustedRanges {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // NetworkPolicy is the sandbox's egress policy the configuration asks for.

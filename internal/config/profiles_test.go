@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -231,5 +232,19 @@ func TestPromptForModel(t *testing.T) {
 	if _, err := Load(LoadOptions{Path: writeConfig(t, "[models.\"x\"]\nprompt = \"chatgpt\"\n"), Getenv: env(nil)}); err == nil ||
 		!strings.Contains(err.Error(), "gpt-oss") {
 		t.Errorf("an unknown prompt in a profile: %v, want an error naming the choices", err)
+	}
+}
+
+func TestTrustedRanges(t *testing.T) {
+	c, err := Load(LoadOptions{Path: writeConfig(t, "network_trusted_ranges = [\"10.20.1.0/16\", \"fd00::/8\"]\n"), Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.TrustedRanges()); got != "[10.20.0.0/16 fd00::/8]" {
+		t.Errorf("TrustedRanges = %s", got)
+	}
+	_, err = Load(LoadOptions{Path: writeConfig(t, ""), Getenv: env(map[string]string{"TERP_NETWORK_TRUSTED_RANGES": "10.0.0.1"})})
+	if err == nil || !strings.Contains(err.Error(), "10.20.0.0/16") {
+		t.Errorf("an address without a prefix length: %v, want an error with an example", err)
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -471,6 +472,12 @@ func modulesValue(p *[]string) listValue {
 func hostsValue(p *[]string) listValue {
 	return listValue{p: p, valid: func(h string) bool { return egress.ValidPattern(h) == nil },
 		want: `host names such as "pypi.org" or "*.example.com"`, array: `an array of host names such as ["pypi.org", "files.pythonhosted.org"]`}
+}
+
+// prefixesValue is a list of address ranges in CIDR notation.
+func prefixesValue(p *[]string) listValue {
+	return listValue{p: p, valid: func(s string) bool { _, err := netip.ParsePrefix(s); return err == nil },
+		want: `address ranges such as "10.20.0.0/16"`, array: `an array of address ranges such as ["10.20.0.0/16"]`}
 }
 
 func (v listValue) set(s string) error {

@@ -41,6 +41,10 @@ type Proxy struct {
 	allow *Allowlist
 	names []string // the patterns, for messages
 
+	// trusted are address ranges the operator lets the proxy dial although
+	// they are not public (WithTrustedRanges).
+	trusted []netip.Prefix
+
 	// resolve and dial are net's, replaced only in tests, where no public
 	// host is reachable.
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -67,6 +71,29 @@ type Option func(*Proxy)
 func WithNet(resolve func(ctx context.Context, host string) ([]netip.Addr, error),
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
 	return func(p *Proxy) { p.resolve, p.dial = resolve, dial }
+}
+
+// WithTrustedRanges lets the proxy dial the allowed names that resolve into
+// ranges, although they are private or reserved: a package mirror, or a
+// network whose resolver answers for the registries with an address of its
+// own. Names still have to be on the allowlist, and addresses written as
+// numbers are still refused.
+func WithTrustedRanges(ranges []netip.Prefix) Option {
+	return func(p *Proxy) { p.trusted = append([]netip.Prefix(nil), ranges...) }
+}
+
+// dialable reports whether the proxy may dial a resolved address.
+func (p *Proxy) dialable(a netip.Addr) bool {
+	if Public(a) {
+		return true
+	}
+	a = a.Unmap()
+	for _, r := range p.trusted {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // New returns a proxy that lets through the hosts matching patterns (see
@@ -168,12 +195,13 @@ func (p *Proxy) dialAllowed(ctx context.Context, hostport string) (net.Conn, err
 	}
 	var public []netip.Addr
 	for _, a := range addrs {
-		if Public(a) {
+		if p.dialable(a) {
 			public = append(public, a.Unmap())
 		}
 	}
 	if len(public) == 0 {
-		return nil, &deniedError{fmt.Sprintf("%s resolves only to private, loopback or reserved addresses (%v)", host, addrs)}
+		return nil, &deniedError{fmt.Sprintf("%s resolves only to private, loopback or reserved addresses (%v); "+
+			"network_trusted_ranges lets the proxy reach a range of your own network", host, addrs)}
 	}
 	var errs []error
 	for _, a := range public {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,9 @@ type world struct {
 	names    map[string][]netip.Addr
 	services map[string]string // port → loopback host:port
 	dialed   []string
+	// trusted are the non-public ranges the proxy under test was told it
+	// may dial.
+	trusted []netip.Prefix
 }
 
 func (w *world) resolve(_ context.Context, host string) ([]netip.Addr, error) {
@@ -105,7 +109,7 @@ func (w *world) dial(ctx context.Context, network, addr string) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
-	if !Public(netip.MustParseAddr(ip)) {
+	if a := netip.MustParseAddr(ip); !Public(a) && !slices.ContainsFunc(w.trusted, func(p netip.Prefix) bool { return p.Contains(a) }) {
 		// The proxy must never get here; if it does, the test sees it.
 		return nil, fmt.Errorf("dialled a non-public address %s", addr)
 	}
@@ -255,6 +259,46 @@ func TestProxyRefuses(t *testing.T) {
 	}
 	for _, d := range w.dialed {
 		t.Errorf("a refused request dialled %s", d)
+	}
+}
+
+// A range the operator trusts (a package mirror on the local network, or a
+// resolver that answers for the registries with an address of its own) is
+// dialled for the allowed names that resolve into it, and for nothing else.
+func TestProxyTrustedRanges(t *testing.T) {
+	w := newWorld(t)
+	w.names["mirror.test"] = []netip.Addr{netip.MustParseAddr("10.20.0.7")}
+	w.trusted = []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}
+	p, err := New([]string{"mirror.test", "internal.test", "evil.test"}, WithNet(w.resolve, w.dial), WithTrustedRanges(w.trusted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.Serve(l) }()
+	t.Cleanup(func() { _ = p.Close() })
+	pu := &url.URL{Scheme: "http", Host: l.Addr().String()}
+	resp, err := client(pu).Get("https://mirror.test/simple/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(body) != "tls hello from mirror.test" {
+		t.Errorf("the mirror in a trusted range answered %d %q", resp.StatusCode, body)
+	}
+	for _, tc := range []struct{ target, want string }{
+		{"internal.test:443", "403 Forbidden (internal.test resolves only to private"},
+		{"10.20.0.7:443", "403 Forbidden (10.20.0.7 is an address"},
+	} {
+		if got := connect(t, pu, tc.target); !strings.HasPrefix(got, "HTTP/1.1 "+tc.want) {
+			t.Errorf("CONNECT %s:\n got  %q\n want %q...", tc.target, got, tc.want)
+		}
+	}
+	if got := connect(t, pu, "internal.test:443"); !strings.Contains(got, "network_trusted_ranges") {
+		t.Errorf("the refusal %q does not say how to trust a range", got)
 	}
 }
 

@@ -72,8 +72,9 @@ type Config struct {
 	// mode, with the proxy's socket, bound into its container. Empty means
 	// terp's directory in the user's cache directory.
 	EgressDir string
-	// EgressOptions are passed to the allowlist mode's proxy; tests use them
-	// to stand a loopback server in for a public host.
+	// EgressOptions are passed to the allowlist mode's proxy: the address
+	// ranges the operator trusts (network_trusted_ranges), and in tests a
+	// loopback server standing in for a public host.
 	EgressOptions []egress.Option
 }
 

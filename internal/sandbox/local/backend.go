@@ -53,8 +53,9 @@ type Config struct {
 	// one per sandbox. The zero value means sandbox.DefaultUIDs. Unused
 	// otherwise: the code then runs as terp's user.
 	HostUIDs sandbox.UIDRange
-	// EgressOptions are passed to the allowlist mode's proxy; tests use them
-	// to stand a loopback server in for a public host.
+	// EgressOptions are passed to the allowlist mode's proxy: the address
+	// ranges the operator trusts (network_trusted_ranges), and in tests a
+	// loopback server standing in for a public host.
 	EgressOptions []egress.Option
 }
 
