@@ -510,6 +510,12 @@ func TestDownloadLargeFileIsALink(t *testing.T) {
 		t.Errorf("download small.csv = %#v, want it embedded", res.Content[0])
 	}
 
+	// /mnt/data, where notebook-trained models put files, is /work.
+	res = call(t, cs, DownloadTool, map[string]any{"path": "/mnt/data/small.csv"})
+	if er, ok := res.Content[0].(*sdk.EmbeddedResource); res.IsError || !ok || er.Resource.Text != small {
+		t.Errorf("download /mnt/data/small.csv = %q (error %v), want small.csv", textOf(res), res.IsError)
+	}
+
 	res = call(t, cs, DownloadTool, map[string]any{"path": "big.csv"})
 	if res.IsError {
 		t.Fatalf("download big.csv: %s", textOf(res))

@@ -51,7 +51,7 @@ var (
 		`"base64":{"type":"string","description":"The content as base64, for binary files."},` +
 		sandboxProperty + `},"required":["name"]}`)
 	pathSchema = json.RawMessage(`{"type":"object","properties":{"path":{"type":"string",` +
-		`"description":"The file's path relative to /work (or starting with /work/)."},` +
+		`"description":"The file's path relative to /work (or starting with /work/ or /mnt/data/)."},` +
 		sandboxProperty + `},"required":["path"]}`)
 	sandboxSchema = json.RawMessage(`{"type":"object","properties":{` + sandboxProperty + `}}`)
 )
