@@ -268,7 +268,7 @@ data: [DONE]
 }
 
 func TestRecoverMoreForms(t *testing.T) {
-	rec := &recovery{tools: map[string]bool{"run_python": true}, codeTool: "run_python"}
+	rec := &recovery{offer: offer{tools: map[string]bool{"run_python": true}, codeTool: "run_python"}}
 	tests := []struct {
 		name, content, format string
 		calls                 []ToolCall
@@ -304,7 +304,7 @@ func TestRecoverMoreForms(t *testing.T) {
 		})
 	}
 	// Code split over several blocks runs as one call.
-	fenced := &recovery{tools: rec.tools, codeTool: "run_python", fenced: true}
+	fenced := &recovery{offer: rec.offer, fenced: true}
 	rest, calls, _ := fenced.parse("First:\n```python\nx = 2\n```\nthen:\n```py\nprint(x)\n```\nDone.")
 	if len(calls) != 1 || calls[0].Arguments != `{"code":"x = 2\n\nprint(x)"}` || rest != "First:\n\nthen:\n\nDone." {
 		t.Errorf("parse = %q %+v", rest, calls)
