@@ -128,12 +128,24 @@ func TestToolCallMergeEdges(t *testing.T) {
 				`{"function_call":{"arguments":"\"1\"}"}}`),
 			want: []ToolCall{{ID: synthID, Name: "run_python", Arguments: `{"code":"1"}`}},
 		},
+		{
+			name: "a function_call beside a tool call with other arguments is a call of its own",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"run_python","arguments":"{\"code\":\"1\"}"}}],"function_call":{"name":"run_python","arguments":"{\"code\":\"2\"}"}}`),
+			want: []ToolCall{{ID: "c1", Name: "run_python", Arguments: `{"code":"1"}`}, {ID: synthID, Name: "run_python", Arguments: `{"code":"2"}`}},
+		},
+		{
+			name: "a function_call that repeats a tool call, spaced differently, is dropped",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"functions.run_python","arguments":"{\"code\":\"1\"}"}}],"function_call":{"name":"run_python","arguments":"{ \"code\": \"1\" }"}}`),
+			want: []ToolCall{{ID: "c1", Name: "run_python", Arguments: `{"code":"1"}`}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, sse(tt.wire))
 			c, _ := newTestClient(srv.URL, Config{Stream: true})
-			got, err := c.Complete(context.Background(), Request{Model: "m", Dialect: DialectNative}, nil)
+			got, err := c.Complete(context.Background(), Request{Model: "m", Tools: []Tool{runPythonTool}, Dialect: DialectNative}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

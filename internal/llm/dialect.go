@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -139,14 +140,7 @@ func (rec *recovery) dropEchoes(r *Response) {
 // the server sent: the same function with the same arguments.
 func echoes(written, sent []ToolCall) bool {
 	for _, w := range written {
-		found := false
-		for _, s := range sent {
-			if w.Name == s.Name && (w.Arguments == s.Arguments || sameJSON(w.Arguments, s.Arguments)) {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(sent, func(s ToolCall) bool { return sameCall(w, s) }) {
 			return false
 		}
 	}

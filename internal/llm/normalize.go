@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -56,6 +57,10 @@ type callBuilder struct {
 	// lead holds the blank pieces before the first that tells.
 	decided, source bool
 	lead            string
+	// hidden is set for a stream's function_call that starts beside tool
+	// calls: it is most likely one of them again (see response), and
+	// showing its pieces would show that call twice.
+	hidden bool
 }
 
 // add takes one decoded reply: a stream chunk, or a whole completion when
@@ -158,7 +163,7 @@ func (a *assembler) mergeCall(tc *replyToolCall) {
 func (a *assembler) mergeInto(c *callBuilder, tc *replyToolCall) {
 	n := len(c.args)
 	c.merge(tc)
-	if a.onDelta == nil || len(c.args) == n {
+	if a.onDelta == nil || len(c.args) == n || c.hidden {
 		return
 	}
 	if !c.shown {
@@ -240,7 +245,9 @@ func (a *assembler) mergeLegacy(f *replyFunction, whole bool) {
 		return
 	}
 	if a.legacy == nil {
-		a.legacy = new(callBuilder)
+		// llama-cpp-python sends each delta's function_call after its
+		// tool_calls, so a repeat starts once the tool call has.
+		a.legacy = &callBuilder{hidden: len(a.calls) > 0}
 		a.calls = append(a.calls, a.legacy)
 	}
 	a.mergeInto(a.legacy, &tc)
@@ -400,9 +407,13 @@ func (a *assembler) response() Response {
 		}
 	}
 	seen := make(map[string]bool, len(a.calls))
+	legacy := -1 // the function_call's place in r.ToolCalls
 	for _, c := range a.calls {
 		if c.name == "" && len(c.args) == 0 {
 			continue
+		}
+		if c == a.legacy {
+			legacy = len(r.ToolCalls)
 		}
 		call := ToolCall{ID: c.id, Name: c.name, Arguments: unwrapArguments(decodeText(c.args))}
 		a.offer.normalize(&call)
@@ -416,6 +427,13 @@ func (a *assembler) response() Response {
 			call.Arguments = "{}"
 		}
 		r.ToolCalls = append(r.ToolCalls, call)
+	}
+	if legacy >= 0 && repeats(r.ToolCalls, legacy) {
+		// Servers that send the legacy field beside tool_calls repeat one
+		// of the calls in it (llama-cpp-python's functionary handler, and
+		// its handlers for a tool_choice that names a function): run it
+		// once.
+		r.ToolCalls = slices.Delete(r.ToolCalls, legacy, legacy+1)
 	}
 	if r.Usage.TotalTokens == 0 {
 		r.Usage.TotalTokens = r.Usage.PromptTokens + r.Usage.CompletionTokens
@@ -438,6 +456,22 @@ func (a *assembler) response() Response {
 		r.ReasoningAsAnswer = true
 	}
 	return r
+}
+
+// repeats reports whether the call at i is one of the others again.
+func repeats(calls []ToolCall, i int) bool {
+	for j, c := range calls {
+		if j != i && sameCall(c, calls[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameCall reports whether a and b call the same function with the same
+// arguments, however they are spaced or escaped.
+func sameCall(a, b ToolCall) bool {
+	return a.Name == b.Name && (a.Arguments == b.Arguments || sameJSON(a.Arguments, b.Arguments))
 }
 
 // offer is what a request offers the model: the tools its calls may name,
