@@ -360,3 +360,35 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// A call whose id an earlier turn already used gets a new one, streamed and
+// whole, so that the next request's tool messages answer one call each.
+func TestIDOfAnEarlierTurnIsNotReused(t *testing.T) {
+	history := []Message{
+		{Role: RoleUser, Content: "q"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "0", Name: "run_python", Arguments: `{"code":"1"}`}}},
+		{Role: RoleTool, ToolCallID: "0", Content: "1"},
+	}
+	req := Request{Model: "m", Messages: history, Tools: []Tool{runPythonTool}, Dialect: DialectNative}
+	for _, stream := range []bool{true, false} {
+		h := jsonBody(200, `{"choices":[{"message":{"tool_calls":[{"id":"0","type":"function","function":{"name":"run_python","arguments":"{\"code\":\"2\"}"}}]},"finish_reason":"tool_calls"}]}`)
+		if stream {
+			h = sse(chunks(`{"tool_calls":[{"index":0,"id":"0","type":"function","function":{"name":"run_python","arguments":"{\"code\":\"2\"}"}}]}`))
+		}
+		srv := newServer(t, h)
+		c, _ := newTestClient(srv.URL, Config{Stream: stream})
+		var deltas []Delta
+		r, err := c.Complete(context.Background(), req, collect(&deltas))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.ToolCalls) != 1 || !synthPattern.MatchString(r.ToolCalls[0].ID) {
+			t.Errorf("stream %v: calls = %+v, want one with an id of its own", stream, r.ToolCalls)
+		}
+		for _, d := range deltas {
+			if d.Kind == DeltaArguments && d.ID != r.ToolCalls[0].ID {
+				t.Errorf("a piece of the call says id %q, the call has %q", d.ID, r.ToolCalls[0].ID)
+			}
+		}
+	}
+}

@@ -241,7 +241,7 @@ func (s *shownText) filter() func(Delta) {
 func readReply(body io.Reader, onDelta func(Delta), req Request) (Response, error) {
 	br := bufio.NewReaderSize(body, 64<<10)
 	rec := newRecovery(req)
-	a := assembler{offer: newOffer(req)}
+	a := assembler{offer: newOffer(req), used: callIDs(req.Messages)}
 	if isWhole(br) {
 		if err := readWhole(br, &a); err != nil {
 			return Response{}, err

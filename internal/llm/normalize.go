@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -18,6 +19,8 @@ type assembler struct {
 	// offer is what the request offered, which the calls' names and
 	// arguments are normalized against.
 	offer offer
+	// used are the ids of the calls already in the request's history.
+	used map[string]bool
 
 	think thinkSplitter
 	// guard, when set, holds back content that may be a tool call written
@@ -211,6 +214,9 @@ func (a *assembler) shownArguments(c *callBuilder, text string) string {
 
 // idTaken reports whether another call already has c's id.
 func (a *assembler) idTaken(c *callBuilder) bool {
+	if a.used[c.id] {
+		return true
+	}
 	for _, o := range a.calls {
 		if o != c && o.id == c.id {
 			return true
@@ -406,7 +412,10 @@ func (a *assembler) response() Response {
 			a.onDelta(Delta{Kind: DeltaArguments, Text: codeClose, Index: a.position(c), ID: c.id, Name: c.tool})
 		}
 	}
-	seen := make(map[string]bool, len(a.calls))
+	seen := maps.Clone(a.used)
+	if seen == nil {
+		seen = make(map[string]bool, len(a.calls))
+	}
 	legacy := -1 // the function_call's place in r.ToolCalls
 	for _, c := range a.calls {
 		if c.name == "" && len(c.args) == 0 {
@@ -419,6 +428,11 @@ func (a *assembler) response() Response {
 		a.offer.normalize(&call)
 		// Each call needs an id of its own: the tool messages answer calls
 		// by id, and servers reject a history where two calls share one.
+		// That holds across turns too, where servers whose ids count the
+		// calls of a reply (SGLang's "0", "1", as InternLM/lmdeploy#3412
+		// shows) and Mistral models, which
+		// write their own ids and write the same one for the same call
+		// again (NousResearch/hermes-agent#11722), repeat an earlier one.
 		if call.ID == "" || seen[call.ID] {
 			call.ID = newCallID()
 		}
@@ -456,6 +470,20 @@ func (a *assembler) response() Response {
 		r.ReasoningAsAnswer = true
 	}
 	return r
+}
+
+// callIDs returns the ids of the calls in msgs.
+func callIDs(msgs []Message) map[string]bool {
+	var ids map[string]bool
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			if ids == nil {
+				ids = make(map[string]bool)
+			}
+			ids[c.ID] = true
+		}
+	}
+	return ids
 }
 
 // repeats reports whether the call at i is one of the others again.
