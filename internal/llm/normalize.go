@@ -598,17 +598,17 @@ func codeArguments(code string) string {
 }
 
 // codeOpen and codeClose are what codeArguments puts around the code, which
-// the stream's pieces of source are shown between (see mergeInto).
+// the stream's pieces of source are shown between (see shownArguments).
 const (
 	codeOpen  = `{"code":"`
 	codeClose = `"}`
 )
 
 // codeText returns s as the body of a JSON string. It leaves out the HTML
-// escapes encoding/json adds by default, since code is full of < and &, and
-// the arguments go back to the model as they are written here. Each
-// character is escaped on its own, so the text of the pieces of a string is
-// the text of the whole.
+// escapes encoding/json adds by default: code is full of < and &, and chat
+// templates that write a call's arguments into the prompt as they are would
+// show the model \u003c where it wrote <. Each character is escaped on its
+// own, so the text of the pieces of a string is the text of the whole.
 func codeText(s string) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
