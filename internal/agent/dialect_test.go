@@ -249,3 +249,60 @@ func TestProbe(t *testing.T) {
 		})
 	}
 }
+
+// gpt-oss calls the python tool it was trained on, with the source itself
+// as the arguments, as servers that know harmony's built-in tools pass it on.
+// The source runs once, as run_python, its code shows as it streams, and the
+// history that goes back is one the strictest servers accept.
+func TestGptOssPythonCallWithRawSource(t *testing.T) {
+	source := "write n.txt 42\nprint ran"
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.Reply{Reasoning: "Run it.", Calls: []llmtest.Call{{ID: "call_py", Name: "python", Arguments: source}}}),
+		func(req llmtest.Request) llmtest.Reply {
+			if err := req.Check(); err != nil {
+				t.Errorf("a strict server would reject the history: %v", err)
+			}
+			var calls, results int
+			for _, m := range req.Messages {
+				for _, c := range m.ToolCalls {
+					calls++
+					var args struct{ Code string }
+					if c.Function.Name != "run_python" || json.Unmarshal([]byte(c.Function.Arguments), &args) != nil || args.Code != source {
+						t.Errorf("the call goes back as %s %s, want run_python with the source as its code", c.Function.Name, c.Function.Arguments)
+					}
+				}
+				if m.Role == "tool" {
+					results++
+				}
+			}
+			if res, err := req.ToolResult(); err != nil || res.Stdout != "ran\n" || calls != 1 || results != 1 {
+				t.Errorf("%d calls, %d results, the last %+v (%v); want the source run once", calls, results, res, err)
+			}
+			return llmtest.Answer("done")
+		})
+	a := newMemoryAgent(t, s, agent.Config{Model: "m"})
+	var c collect
+	res, err := a.Ask(context.Background(), "go", c.send)
+	if err != nil || res.Answer != "done" {
+		t.Fatalf("Ask = %+v, %v", res, err)
+	}
+	var shown strings.Builder
+	var ran []agent.ToolCall
+	for _, e := range c.events {
+		switch e := e.(type) {
+		case agent.CodeDelta:
+			shown.WriteString(e.Text)
+		case agent.ToolCall:
+			ran = append(ran, e)
+		}
+	}
+	if len(ran) != 1 || ran[0].Name != "run_python" || ran[0].Code != source {
+		t.Errorf("calls run = %+v, want one run_python call of the source", ran)
+	}
+	if shown.String() != source {
+		t.Errorf("code shown as it streamed = %q, want %q", shown.String(), source)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != "n.txt" {
+		t.Errorf("files = %+v, want the n.txt the source wrote", res.Files)
+	}
+}

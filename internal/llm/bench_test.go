@@ -39,7 +39,7 @@ func BenchmarkReadStream(b *testing.B) {
 	b.SetBytes(int64(len(wire)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := readReply(bufio.NewReader(bytes.NewReader(wire)), onDelta, nil)
+		r, err := readReply(bufio.NewReader(bytes.NewReader(wire)), onDelta, Request{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func BenchmarkReadStreamRepeatedName(b *testing.B) {
 	b.SetBytes(int64(len(wire)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := readReply(bufio.NewReader(bytes.NewReader(wire)), nil, nil)
+		r, err := readReply(bufio.NewReader(bytes.NewReader(wire)), nil, Request{})
 		if err != nil {
 			b.Fatal(err)
 		}

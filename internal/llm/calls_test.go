@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -127,12 +128,24 @@ func TestToolCallMergeEdges(t *testing.T) {
 				`{"function_call":{"arguments":"\"1\"}"}}`),
 			want: []ToolCall{{ID: synthID, Name: "run_python", Arguments: `{"code":"1"}`}},
 		},
+		{
+			name: "a function_call beside a tool call with other arguments is a call of its own",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"run_python","arguments":"{\"code\":\"1\"}"}}],"function_call":{"name":"run_python","arguments":"{\"code\":\"2\"}"}}`),
+			want: []ToolCall{{ID: "c1", Name: "run_python", Arguments: `{"code":"1"}`}, {ID: synthID, Name: "run_python", Arguments: `{"code":"2"}`}},
+		},
+		{
+			name: "a function_call that repeats a tool call, spaced differently, is dropped",
+			wire: chunks(
+				`{"tool_calls":[{"index":0,"id":"c1","function":{"name":"functions.run_python","arguments":"{\"code\":\"1\"}"}}],"function_call":{"name":"run_python","arguments":"{ \"code\": \"1\" }"}}`),
+			want: []ToolCall{{ID: "c1", Name: "run_python", Arguments: `{"code":"1"}`}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, sse(tt.wire))
 			c, _ := newTestClient(srv.URL, Config{Stream: true})
-			got, err := c.Complete(context.Background(), Request{Model: "m", Dialect: DialectNative}, nil)
+			got, err := c.Complete(context.Background(), Request{Model: "m", Tools: []Tool{runPythonTool}, Dialect: DialectNative}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,5 +270,125 @@ func TestStreamArgumentPieces(t *testing.T) {
 	}
 	if !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas:\n got %+v\nwant %+v", deltas, want)
+	}
+}
+
+// Names and arguments are put right against what the request offers, the
+// same in a stream and in a whole reply, and a stream's argument pieces show
+// the arguments as the Response gives them, under the name it gives them.
+func TestCallsNormalizedAgainstTheOffer(t *testing.T) {
+	pythonTool := Tool{Name: "python", Parameters: runPythonTool.Parameters}
+	tests := []struct {
+		name     string
+		tools    []Tool
+		codeTool string
+		call     string   // the name the server sends
+		args     []string // the pieces of the arguments, as decoded text
+		want     ToolCall
+	}{
+		{"harmony's namespace is cut from an offered tool", nil, "", "functions.run_python",
+			[]string{`{"code":`, `"1"}`}, ToolCall{Name: "run_python", Arguments: `{"code":"1"}`}},
+		{"harmony's namespace stays on a tool not offered", nil, "", "functions.get_weather",
+			[]string{`{}`}, ToolCall{Name: "functions.get_weather", Arguments: `{}`}},
+		{"channel markup is cut from the name", nil, "", "run_python<|channel|>commentary",
+			[]string{`{"code":"1"}`}, ToolCall{Name: "run_python", Arguments: `{"code":"1"}`}},
+		{"gpt-oss's python is the code tool, its raw source the code", nil, "run_python", "python",
+			[]string{"import math\n", "print(math.pi < 4 & True)"}, ToolCall{Name: "run_python", Arguments: `{"code":"import math\nprint(math.pi < 4 & True)"}`}},
+		{"and so is functions.python", nil, "run_python", "functions.python",
+			[]string{"\n", "print('é')\n"}, ToolCall{Name: "run_python", Arguments: `{"code":"\nprint('é')\n"}`}},
+		{"a tool named python is that tool", []Tool{runPythonTool, pythonTool}, "run_python", "python",
+			[]string{`{"code":"1"}`}, ToolCall{Name: "python", Arguments: `{"code":"1"}`}},
+		{"without a code tool, python stays python", nil, "", "python",
+			[]string{"print(1)"}, ToolCall{Name: "python", Arguments: "print(1)"}},
+		{"the code tool's raw source", nil, "run_python", "run_python",
+			[]string{"x = [1, 2]\n", "print(x)"}, ToolCall{Name: "run_python", Arguments: `{"code":"x = [1, 2]\nprint(x)"}`}},
+		{"broken JSON is left for the caller to report", nil, "run_python", "run_python",
+			[]string{`{"code": "print(`, `1)`}, ToolCall{Name: "run_python", Arguments: `{"code": "print(1)`}},
+		{"a string with raw newlines is broken JSON too", nil, "run_python", "run_python",
+			[]string{`"import os`, "\nprint(1)\""}, ToolCall{Name: "run_python", Arguments: "\"import os\nprint(1)\""}},
+		{"code as a JSON string is left for the caller to take", nil, "run_python", "run_python",
+			[]string{`"print(1)"`}, ToolCall{Name: "run_python", Arguments: `"print(1)"`}},
+	}
+	for _, tt := range tests {
+		tools := tt.tools
+		if tools == nil {
+			tools = []Tool{runPythonTool}
+		}
+		req := Request{Model: "m", Tools: tools, CodeTool: tt.codeTool, Dialect: DialectNative}
+		want := Response{ToolCalls: []ToolCall{{ID: "c1", Name: tt.want.Name, Arguments: tt.want.Arguments}}, FinishReason: "tool_calls"}
+		t.Run(tt.name+"/streamed", func(t *testing.T) {
+			deltas := []string{`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":` + quote(tt.call) + `,"arguments":""}}]}`}
+			for _, p := range tt.args {
+				deltas = append(deltas, `{"tool_calls":[{"index":0,"function":{"arguments":`+quote(p)+`}}]}`)
+			}
+			wire := strings.Replace(chunks(deltas...), `"finish_reason":"stop"`, `"finish_reason":"tool_calls"`, 1)
+			srv := newServer(t, sse(wire))
+			c, _ := newTestClient(srv.URL, Config{Stream: true})
+			var got []Delta
+			r, err := c.Complete(context.Background(), req, collect(&got))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResponse(t, r, want)
+			var shown strings.Builder
+			for _, d := range got {
+				if d.Name != tt.want.Name || d.ID != "c1" {
+					t.Errorf("a piece comes as %q %q, want %q c1", d.Name, d.ID, tt.want.Name)
+				}
+				shown.WriteString(d.Text)
+			}
+			if shown.String() != tt.want.Arguments {
+				t.Errorf("pieces joined = %q, want the arguments %q", shown.String(), tt.want.Arguments)
+			}
+		})
+		t.Run(tt.name+"/whole", func(t *testing.T) {
+			body := `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":` +
+				quote(tt.call) + `,"arguments":` + quote(strings.Join(tt.args, "")) + `}}]},"finish_reason":"tool_calls"}]}`
+			srv := newServer(t, jsonBody(200, body))
+			c, _ := newTestClient(srv.URL, Config{})
+			r, err := c.Complete(context.Background(), req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResponse(t, r, want)
+		})
+	}
+}
+
+// quote returns s as a JSON string.
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// A call whose id an earlier turn already used gets a new one, streamed and
+// whole, so that the next request's tool messages answer one call each.
+func TestIDOfAnEarlierTurnIsNotReused(t *testing.T) {
+	history := []Message{
+		{Role: RoleUser, Content: "q"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "0", Name: "run_python", Arguments: `{"code":"1"}`}}},
+		{Role: RoleTool, ToolCallID: "0", Content: "1"},
+	}
+	req := Request{Model: "m", Messages: history, Tools: []Tool{runPythonTool}, Dialect: DialectNative}
+	for _, stream := range []bool{true, false} {
+		h := jsonBody(200, `{"choices":[{"message":{"tool_calls":[{"id":"0","type":"function","function":{"name":"run_python","arguments":"{\"code\":\"2\"}"}}]},"finish_reason":"tool_calls"}]}`)
+		if stream {
+			h = sse(chunks(`{"tool_calls":[{"index":0,"id":"0","type":"function","function":{"name":"run_python","arguments":"{\"code\":\"2\"}"}}]}`))
+		}
+		srv := newServer(t, h)
+		c, _ := newTestClient(srv.URL, Config{Stream: stream})
+		var deltas []Delta
+		r, err := c.Complete(context.Background(), req, collect(&deltas))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.ToolCalls) != 1 || !synthPattern.MatchString(r.ToolCalls[0].ID) {
+			t.Errorf("stream %v: calls = %+v, want one with an id of its own", stream, r.ToolCalls)
+		}
+		for _, d := range deltas {
+			if d.Kind == DeltaArguments && d.ID != r.ToolCalls[0].ID {
+				t.Errorf("a piece of the call says id %q, the call has %q", d.ID, r.ToolCalls[0].ID)
+			}
+		}
 	}
 }

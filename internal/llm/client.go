@@ -160,7 +160,7 @@ func (c *Client) attempt(ctx context.Context, req Request, body []byte, onDelta 
 		}
 		return Response{}, &serverError{status: resp.StatusCode, message: msg, body: string(raw)}
 	}
-	return readReply(resp.Body, onDelta, newRecovery(req))
+	return readReply(resp.Body, onDelta, req)
 }
 
 // budget counts the retries one Complete call has spent, both the
@@ -235,11 +235,13 @@ func (s *shownText) filter() func(Delta) {
 	}
 }
 
-// readReply reads a successful reply, streamed or whole, and recovers the
-// tool calls written in its text when rec is set.
-func readReply(body io.Reader, onDelta func(Delta), rec *recovery) (Response, error) {
+// readReply reads a successful reply to req, streamed or whole, normalizes
+// its calls against the tools req offers, and recovers the calls written in
+// its text when req's dialect wants them.
+func readReply(body io.Reader, onDelta func(Delta), req Request) (Response, error) {
 	br := bufio.NewReaderSize(body, 64<<10)
-	var a assembler
+	rec := newRecovery(req)
+	a := assembler{offer: newOffer(req), used: callIDs(req.Messages)}
 	if isWhole(br) {
 		if err := readWhole(br, &a); err != nil {
 			return Response{}, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -56,9 +57,8 @@ const (
 
 // recovery is what a reply's text may be recovered into.
 type recovery struct {
-	tools    map[string]bool
-	codeTool string
-	fenced   bool
+	offer
+	fenced bool
 	// guard is the stream's callGuard, if any, whose held text dropEchoes
 	// corrects.
 	guard *callGuard
@@ -70,14 +70,9 @@ func newRecovery(req Request) *recovery {
 	if req.Dialect == DialectNative || len(req.Tools) == 0 {
 		return nil
 	}
-	r := &recovery{tools: make(map[string]bool, len(req.Tools)), codeTool: req.CodeTool, fenced: req.FencedCode}
-	for _, t := range req.Tools {
-		r.tools[t.Name] = true
-	}
-	if r.codeTool != "" && !r.tools[r.codeTool] {
-		r.codeTool, r.fenced = "", false
-	}
-	return r
+	o := newOffer(req)
+	// A ```python block is a call only when there is a code tool to call.
+	return &recovery{offer: o, fenced: req.FencedCode && o.codeTool != ""}
 }
 
 // apply recovers the calls written in r's content, when the server sent
@@ -145,14 +140,7 @@ func (rec *recovery) dropEchoes(r *Response) {
 // the server sent: the same function with the same arguments.
 func echoes(written, sent []ToolCall) bool {
 	for _, w := range written {
-		found := false
-		for _, s := range sent {
-			if w.Name == s.Name && (w.Arguments == s.Arguments || sameJSON(w.Arguments, s.Arguments)) {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(sent, func(s ToolCall) bool { return sameCall(w, s) }) {
 			return false
 		}
 	}
@@ -202,6 +190,11 @@ func (rec *recovery) parse(content string) (rest string, calls []ToolCall, forma
 			calls = append(calls, s.calls...)
 		}
 		b.WriteString(content[last:])
+		// A call written as text is garbled the way a server's is (a model
+		// writes the name it was trained on), and is put right the same way.
+		for i := range calls {
+			rec.normalize(&calls[i])
+		}
 		return tidy(b.String()), calls, format
 	}
 	return content, nil, ""
@@ -486,8 +479,7 @@ func (rec *recovery) pythonFences(content string) []span {
 }
 
 func codeCall(tool, code string) ToolCall {
-	args, _ := json.Marshal(map[string]string{"code": code})
-	return ToolCall{Name: tool, Arguments: string(args)}
+	return ToolCall{Name: tool, Arguments: codeArguments(code)}
 }
 
 // fence is one fenced block of Markdown, with the span it covers.

@@ -75,10 +75,7 @@ func withoutEchoes(msgs []Message, tools []Tool) []Message {
 			continue
 		}
 		if rec == nil {
-			rec = &recovery{tools: make(map[string]bool, len(tools))}
-			for _, t := range tools {
-				rec.tools[t.Name] = true
-			}
+			rec = &recovery{offer: newOffer(Request{Tools: tools})}
 		}
 		r := Response{Content: m.Content, ToolCalls: m.ToolCalls}
 		rec.dropEchoes(&r)

@@ -268,7 +268,7 @@ data: [DONE]
 }
 
 func TestRecoverMoreForms(t *testing.T) {
-	rec := &recovery{tools: map[string]bool{"run_python": true}, codeTool: "run_python"}
+	rec := &recovery{offer: offer{tools: map[string]bool{"run_python": true}, codeTool: "run_python"}}
 	tests := []struct {
 		name, content, format string
 		calls                 []ToolCall
@@ -285,6 +285,10 @@ func TestRecoverMoreForms(t *testing.T) {
 			FormatJSON, []ToolCall{{Name: "run_python", Arguments: `{"code":"1"}`}}},
 		{"bare json call", `{"name": "run_python", "parameters": {"code": "1"}}`,
 			FormatJSON, []ToolCall{{Name: "run_python", Arguments: `{"code":"1"}`}}},
+		{"hermes under harmony's namespace", `<tool_call>{"name": "functions.run_python", "arguments": {"code": "1"}}</tool_call>`,
+			FormatHermes, []ToolCall{{Name: "run_python", Arguments: `{"code":"1"}`}}},
+		{"hermes calling gpt-oss's python", `<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>`,
+			FormatHermes, []ToolCall{{Name: "run_python", Arguments: `{"code":"1"}`}}},
 		{"llama 3.1 python tag with code", "<|python_tag|>print(6*7)<|eom_id|>",
 			FormatLlama, []ToolCall{{Name: "run_python", Arguments: `{"code":"print(6*7)"}`}}},
 		{"llama calls separated by semicolons", `<|python_tag|>{"name": "run_python", "parameters": {"code": "1"}}; {"name": "run_python", "parameters": {"code": "2"}}`,
@@ -304,7 +308,7 @@ func TestRecoverMoreForms(t *testing.T) {
 		})
 	}
 	// Code split over several blocks runs as one call.
-	fenced := &recovery{tools: rec.tools, codeTool: "run_python", fenced: true}
+	fenced := &recovery{offer: rec.offer, fenced: true}
 	rest, calls, _ := fenced.parse("First:\n```python\nx = 2\n```\nthen:\n```py\nprint(x)\n```\nDone.")
 	if len(calls) != 1 || calls[0].Arguments != `{"code":"x = 2\n\nprint(x)"}` || rest != "First:\n\nthen:\n\nDone." {
 		t.Errorf("parse = %q %+v", rest, calls)

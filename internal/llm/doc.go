@@ -8,10 +8,14 @@
 // encoded twice, characters cut between chunks, the legacy function_call
 // field, reasoning in three different places, SSE events over several data
 // lines or with no blank line between them, errors in odd shapes and odd
-// places (a 200 whose body is an error). This package absorbs all of them,
-// so that the rest of terp never has to know which server it talks to. Each
-// shape is a recorded reply in testdata/replies, with the server and the
-// issue it comes from: adding a server's quirk is adding a file there.
+// places (a 200 whose body is an error), and what gpt-oss's harmony format
+// leaves in names and arguments (a "functions." namespace, control tokens,
+// its built-in python tool called with raw source). This package absorbs
+// all of them, so that the rest of terp never has to know which server it
+// talks to; a call's name is only ever changed into a tool the request
+// offers. Each shape is a recorded reply in testdata/replies, with the
+// server and the issue it comes from: adding a server's quirk is adding a
+// file there.
 //
 // Requests are built from go-openai's request types, so the body is what the
 // OpenAI SDKs send. Replies are decoded here, streamed or not, into structs

@@ -36,8 +36,9 @@ type ToolCall struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 	// Arguments is the text the model sent, normalized to a JSON text where
-	// it arrived as an object. It may still be invalid JSON: the model wrote
-	// it, and the caller answers such a call with an error the model can read.
+	// it arrived as an object, or as the code tool's source itself. It may
+	// still be invalid JSON: the model wrote it, and the caller answers such
+	// a call with an error the model can read.
 	Arguments string `json:"arguments"`
 }
 
@@ -58,7 +59,10 @@ type Request struct {
 	Dialect Dialect
 	// CodeTool names a tool that takes {"code": "<source>"}. Code a model
 	// writes where a call belongs (Llama's <|python_tag|> followed by
-	// code, and with FencedCode a ```python block) becomes a call to it.
+	// code, and with FencedCode a ```python block) becomes a call to it,
+	// and so do gpt-oss's calls to the python tool it was trained on,
+	// when no tool of that name is offered. A call to it whose arguments
+	// are the source itself gets them as {"code": source}.
 	CodeTool string
 	// FencedCode makes a ```python block in a reply without other calls a
 	// call to CodeTool, for models that never call tools. Such a reply's
@@ -128,7 +132,9 @@ const (
 	DeltaReasoning
 	// DeltaArguments is a piece of a tool call's arguments, the JSON text
 	// as the model writes it, for a display that shows a call before it
-	// is complete. It is neither answer nor reasoning.
+	// is complete. It is neither answer nor reasoning. The code tool's
+	// raw source comes as the JSON text it becomes in the Response, so
+	// that the pieces joined are the call's arguments.
 	DeltaArguments
 )
 
@@ -137,9 +143,10 @@ type Delta struct {
 	Kind DeltaKind
 	Text string
 	// Index, ID and Name say which call a DeltaArguments piece belongs
-	// to: Index is its place in Response.ToolCalls, and ID is the id it
-	// has there, fixed when its first piece is reported (made up then if
-	// the server has sent none yet). Name is empty while unknown.
+	// to: Index is its place in Response.ToolCalls, and ID and Name are
+	// the id and the name it has there, fixed when its first piece is
+	// reported (the id made up then if the server has sent none yet).
+	// Name is empty while unknown.
 	Index    int
 	ID, Name string
 }

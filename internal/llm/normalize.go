@@ -3,8 +3,10 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -14,6 +16,11 @@ import (
 type assembler struct {
 	// onDelta, when set, receives text as it is assembled.
 	onDelta func(Delta)
+	// offer is what the request offered, which the calls' names and
+	// arguments are normalized against.
+	offer offer
+	// used are the ids of the calls already in the request's history.
+	used map[string]bool
 
 	think thinkSplitter
 	// guard, when set, holds back content that may be a tool call written
@@ -36,6 +43,10 @@ type callBuilder struct {
 	index    int
 	hasIndex bool
 	id, name string
+	// tool is the name normalized (see offer.name), fixed with the id
+	// when the first piece of the arguments is reported: a name is
+	// complete before its arguments start.
+	tool string
 	// args are the pieces of the arguments joined as they came, still
 	// escaped: they are decoded once the call is complete, so that a
 	// character cut between two pieces comes out whole.
@@ -44,6 +55,15 @@ type callBuilder struct {
 	// too; shown is set once a piece was reported, and the id fixed.
 	argText textDecoder
 	shown   bool
+	// decided is set once the pieces tell whether the arguments are the
+	// code tool's raw source (see isSource), and source when they are;
+	// lead holds the blank pieces before the first that tells.
+	decided, source bool
+	lead            string
+	// hidden is set for a stream's function_call that starts beside tool
+	// calls: it is most likely one of them again (see response), and
+	// showing its pieces would show that call twice.
+	hidden bool
 }
 
 // add takes one decoded reply: a stream chunk, or a whole completion when
@@ -146,7 +166,7 @@ func (a *assembler) mergeCall(tc *replyToolCall) {
 func (a *assembler) mergeInto(c *callBuilder, tc *replyToolCall) {
 	n := len(c.args)
 	c.merge(tc)
-	if a.onDelta == nil || len(c.args) == n {
+	if a.onDelta == nil || len(c.args) == n || c.hidden {
 		return
 	}
 	if !c.shown {
@@ -157,14 +177,46 @@ func (a *assembler) mergeInto(c *callBuilder, tc *replyToolCall) {
 		if c.id == "" || a.idTaken(c) {
 			c.id = newCallID()
 		}
+		c.tool = a.offer.name(c.name)
 	}
-	if text := c.argText.decode(c.args[n:]); text != "" {
-		a.onDelta(Delta{Kind: DeltaArguments, Text: text, Index: a.position(c), ID: c.id, Name: c.name})
+	if text := a.shownArguments(c, c.argText.decode(c.args[n:])); text != "" {
+		a.onDelta(Delta{Kind: DeltaArguments, Text: text, Index: a.position(c), ID: c.id, Name: c.tool})
 	}
+}
+
+// shownArguments returns a decoded piece of c's arguments as onDelta gets
+// it: as it came, or, for the code tool's raw source, as the JSON text the
+// Response's arguments make of it. The pieces joined are then the arguments
+// either way, and a display that reads the code out of them shows gpt-oss's
+// code as it streams too. The closing quote and brace come when the reply
+// ends (see response).
+func (a *assembler) shownArguments(c *callBuilder, text string) string {
+	switch {
+	case text == "":
+		return ""
+	case c.decided && c.source:
+		return codeText(text)
+	case c.decided || !a.offer.isCode(c.tool):
+		c.decided = true
+		return text
+	}
+	text, c.lead = c.lead+text, ""
+	if strings.TrimLeft(text, " \t\r\n") == "" {
+		c.lead = text
+		return ""
+	}
+	c.decided, c.source = true, isSource(text)
+	if c.source {
+		return codeOpen + codeText(text)
+	}
+	return text
 }
 
 // idTaken reports whether another call already has c's id.
 func (a *assembler) idTaken(c *callBuilder) bool {
+	if a.used[c.id] {
+		return true
+	}
 	for _, o := range a.calls {
 		if o != c && o.id == c.id {
 			return true
@@ -199,7 +251,9 @@ func (a *assembler) mergeLegacy(f *replyFunction, whole bool) {
 		return
 	}
 	if a.legacy == nil {
-		a.legacy = new(callBuilder)
+		// llama-cpp-python sends each delta's function_call after its
+		// tool_calls, so a repeat starts once the tool call has.
+		a.legacy = &callBuilder{hidden: len(a.calls) > 0}
 		a.calls = append(a.calls, a.legacy)
 	}
 	a.mergeInto(a.legacy, &tc)
@@ -353,14 +407,32 @@ func (a *assembler) response() Response {
 		FinishReason: a.finish,
 		Usage:        a.usage,
 	}
-	seen := make(map[string]bool, len(a.calls))
+	for _, c := range a.calls {
+		if c.source && a.onDelta != nil {
+			a.onDelta(Delta{Kind: DeltaArguments, Text: codeClose, Index: a.position(c), ID: c.id, Name: c.tool})
+		}
+	}
+	seen := maps.Clone(a.used)
+	if seen == nil {
+		seen = make(map[string]bool, len(a.calls))
+	}
+	legacy := -1 // the function_call's place in r.ToolCalls
 	for _, c := range a.calls {
 		if c.name == "" && len(c.args) == 0 {
 			continue
 		}
+		if c == a.legacy {
+			legacy = len(r.ToolCalls)
+		}
 		call := ToolCall{ID: c.id, Name: c.name, Arguments: unwrapArguments(decodeText(c.args))}
+		a.offer.normalize(&call)
 		// Each call needs an id of its own: the tool messages answer calls
 		// by id, and servers reject a history where two calls share one.
+		// That holds across turns too, where servers whose ids count the
+		// calls of a reply (SGLang's "0", "1", as InternLM/lmdeploy#3412
+		// shows) and Mistral models, which
+		// write their own ids and write the same one for the same call
+		// again (NousResearch/hermes-agent#11722), repeat an earlier one.
 		if call.ID == "" || seen[call.ID] {
 			call.ID = newCallID()
 		}
@@ -369,6 +441,13 @@ func (a *assembler) response() Response {
 			call.Arguments = "{}"
 		}
 		r.ToolCalls = append(r.ToolCalls, call)
+	}
+	if legacy >= 0 && repeats(r.ToolCalls, legacy) {
+		// Servers that send the legacy field beside tool_calls repeat one
+		// of the calls in it (llama-cpp-python's functionary handler, and
+		// its handlers for a tool_choice that names a function): run it
+		// once.
+		r.ToolCalls = slices.Delete(r.ToolCalls, legacy, legacy+1)
 	}
 	if r.Usage.TotalTokens == 0 {
 		r.Usage.TotalTokens = r.Usage.PromptTokens + r.Usage.CompletionTokens
@@ -391,6 +470,152 @@ func (a *assembler) response() Response {
 		r.ReasoningAsAnswer = true
 	}
 	return r
+}
+
+// callIDs returns the ids of the calls in msgs.
+func callIDs(msgs []Message) map[string]bool {
+	var ids map[string]bool
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			if ids == nil {
+				ids = make(map[string]bool)
+			}
+			ids[c.ID] = true
+		}
+	}
+	return ids
+}
+
+// repeats reports whether the call at i is one of the others again.
+func repeats(calls []ToolCall, i int) bool {
+	for j, c := range calls {
+		if j != i && sameCall(c, calls[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameCall reports whether a and b call the same function with the same
+// arguments, however they are spaced or escaped.
+func sameCall(a, b ToolCall) bool {
+	return a.Name == b.Name && (a.Arguments == b.Arguments || sameJSON(a.Arguments, b.Arguments))
+}
+
+// offer is what a request offers the model: the tools its calls may name,
+// and the one that takes code (Request.CodeTool, when it is among them).
+// What servers do to names is undone against it, since a name is only ever
+// changed into one the request offers.
+type offer struct {
+	tools    map[string]bool
+	codeTool string
+}
+
+func newOffer(req Request) offer {
+	o := offer{tools: make(map[string]bool, len(req.Tools))}
+	for _, t := range req.Tools {
+		o.tools[t.Name] = true
+	}
+	if o.tools[req.CodeTool] {
+		o.codeTool = req.CodeTool
+	}
+	return o
+}
+
+const (
+	// harmonyNamespace is where gpt-oss's harmony format puts the functions
+	// a request offers: the model writes "to=functions.run_python", and a
+	// server whose parser keeps the recipient whole passes that on as the
+	// name (mlx-openai-server, which cut "function." instead, until
+	// cubist38/mlx-openai-server#51).
+	harmonyNamespace = "functions."
+	// builtinPython is the tool gpt-oss was trained to call with raw
+	// Python source ("to=python code<|message|>import pandas as pd..."),
+	// which servers that know harmony's built-in tools pass on as a call
+	// named python (mistral.rs's harmony parser).
+	builtinPython = "python"
+	// harmonyToken begins each of harmony's control tokens, which leak into
+	// names: vLLM 0.13's openai tool parser streams
+	// "query_dataset<|channel|>commentary" (vllm-project/vllm#32587), and
+	// "<|constrain|>json" ends up in recipients (vllm-project/vllm#35906).
+	harmonyToken = "<|"
+)
+
+// name returns the tool a call's name stands for: the name cut before any
+// control token, without the harmony namespace when what follows it is
+// offered, and the code tool for gpt-oss's built-in python when no tool of
+// that name is offered. Anything else stays as it is, for the caller to
+// answer as an unknown tool.
+func (o offer) name(name string) string {
+	if i := strings.Index(name, harmonyToken); i > 0 {
+		name = name[:i]
+	}
+	name = strings.TrimSpace(name)
+	if o.tools[name] {
+		return name
+	}
+	bare := strings.TrimPrefix(name, harmonyNamespace)
+	switch {
+	case o.tools[bare]:
+		return bare
+	case bare == builtinPython && o.codeTool != "":
+		return o.codeTool
+	}
+	return name
+}
+
+// normalize puts right a call's name and arguments.
+func (o offer) normalize(c *ToolCall) {
+	c.Name = o.name(c.Name)
+	if o.isCode(c.Name) && isSource(c.Arguments) {
+		c.Arguments = codeArguments(c.Arguments)
+	}
+}
+
+// isCode reports whether name is the code tool's, whose arguments may be
+// the code itself.
+func (o offer) isCode(name string) bool { return name != "" && name == o.codeTool }
+
+// isSource reports whether a code tool's arguments are the source itself
+// rather than JSON: gpt-oss writes its code raw, as harmony's python tool
+// takes it, both to its built-in python and to a code tool it is offered
+// (vLLM's openai tool parser passes a body that is not declared JSON on as
+// it is), and servers hand that on as the arguments. Arguments that start
+// like JSON, an object or a string, but do not parse are JSON the model
+// broke, a string with raw newlines most often; they are left as they are,
+// for the caller to tell the model what was wrong rather than run the
+// pieces as Python. The first character decides, so that a stream can show
+// the code as it comes (see shownArguments): what else is valid JSON, a
+// list or a number, is a Python expression too.
+func isSource(args string) bool {
+	t := strings.TrimLeft(args, " \t\r\n")
+	return t != "" && t[0] != '{' && t[0] != '"'
+}
+
+// codeArguments returns the arguments that carry code to the code tool.
+func codeArguments(code string) string {
+	return codeOpen + codeText(code) + codeClose
+}
+
+// codeOpen and codeClose are what codeArguments puts around the code, which
+// the stream's pieces of source are shown between (see shownArguments).
+const (
+	codeOpen  = `{"code":"`
+	codeClose = `"}`
+)
+
+// codeText returns s as the body of a JSON string. It leaves out the HTML
+// escapes encoding/json adds by default: code is full of < and &, and chat
+// templates that write a call's arguments into the prompt as they are would
+// show the model \u003c where it wrote <. Each character is escaped on its
+// own, so the text of the pieces of a string is the text of the whole.
+func codeText(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	t := b.String()
+	return t[1 : len(t)-2] // the quotes, and the newline Encode ends with
 }
 
 // unwrapArguments returns the object a double-encoded arguments text holds:

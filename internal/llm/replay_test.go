@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/terpdev/terp/internal/llm/llmtest/strict"
 	"github.com/terpdev/terp/internal/terptest"
 )
 
@@ -135,7 +136,9 @@ func serveCut(t *testing.T, w http.ResponseWriter, status int, contentType strin
 
 // replay serves body as the answer to one request, then answers the
 // follow-up (the reply's calls answered with "ok") with a plain answer and
-// records what it was sent.
+// records what it was sent. The follow-up is answered as the strictest
+// servers answer it (see package strict): a history that one of them would
+// reject gets its 400, and fails the test.
 func replay(t *testing.T, body []byte, stream bool, how replayHow) golden {
 	t.Helper()
 	var followUp []byte
@@ -143,6 +146,11 @@ func replay(t *testing.T, body []byte, stream bool, how replayHow) golden {
 	srv = newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if srv.hits.Load() > 1 {
 			followUp, _ = io.ReadAll(r.Body)
+			if err := strict.Check(followUp); err != nil {
+				msg, _ := json.Marshal(err.Error())
+				jsonBody(http.StatusBadRequest, `{"error":{"message":`+string(msg)+`,"type":"BadRequestError","code":400}}`)(w, r)
+				return
+			}
 			jsonBody(200, `{"choices":[{"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}`)(w, r)
 			return
 		}

@@ -9,6 +9,7 @@ package llmtest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/llm/llmtest/strict"
 )
 
 // Request is the part of a chat completion request a script looks at.
@@ -31,7 +33,14 @@ type Request struct {
 			Parameters  json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
+	// body is the request as it came, for Check.
+	body []byte
 }
+
+// Check returns what the strictest servers would reject in the request, or
+// nil when they would all accept it (see package strict): the server here
+// renders any history, as lenient servers do.
+func (r Request) Check() error { return strict.Check(r.body) }
 
 // Message is one message of a received request.
 type Message struct {
@@ -174,10 +183,15 @@ func (s *Server) Requests() []Request {
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req Request
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 		return
 	}
+	req.body = body
 	s.mu.Lock()
 	i := s.calls
 	s.calls++
