@@ -5,20 +5,28 @@ import (
 	"encoding/binary"
 	"io"
 	"math/bits"
-	"slices"
 	"unicode/utf8"
 )
 
 // maxLine is the most a Screen holds of a line waiting for its newline,
 // in bytes. A later carriage return can rewrite a held line, so it cannot
-// be forwarded early; but a line longer than this is not a progress bar
-// (those fit a terminal's width, a few hundred columns), and it is already
-// longer than everything sandbox.DefaultMaxOutput keeps of a run, so
-// forwarding it in pieces of this size loses nothing the model would have
-// read, and a 10 GB line without a newline costs what a short one does.
-// It is also the size of a Linux pipe's buffer, the most one read of a
-// program's output returns.
+// be forwarded early; but a line longer than this is not a progress bar,
+// and it is already longer than everything sandbox.DefaultMaxOutput keeps
+// of a run, so forwarding it in pieces of this size loses nothing the
+// model would have read, and a 10 GB line without a newline costs what a
+// short one does. It is also the size of a Linux pipe's buffer, the most
+// one read of a program's output returns.
 const maxLine = 64 << 10
+
+// width is the number of columns of the terminal Screen acts as. Programs
+// that redraw a line keep it to the width they assume, 80 columns when
+// they are not told (as they are not in the sandbox); a width far beyond
+// that leaves every such line whole. Bounding it bounds the work of every
+// cursor movement and erase, which would otherwise be the length of the
+// line: a program that prints a long line and then floods it with escape
+// sequences that jump across it costs the host tens of nanoseconds a byte
+// at worst, not tens of microseconds.
+const width = 1024
 
 // Screen is an io.Writer that forwards a program's output as a terminal
 // would leave it. Progress bars redraw one line with carriage returns
@@ -39,6 +47,12 @@ const maxLine = 64 << 10
 // character. Invalid UTF-8 is otherwise forwarded byte for byte, each
 // invalid byte a column of its own.
 //
+// The terminal is 1,024 columns wide: a line longer than that wraps, as
+// it would on a terminal, and the cursor can only go back over its last
+// row. A line held longer than 64 KiB without being redrawn goes out as
+// it stands. Wrapping and that bound never add or remove a byte; they only
+// decide what a carriage return can still redraw.
+//
 // Forwarded output is never longer than the input. Moving the cursor past
 // the end of the line and writing there leaves blank columns, which become
 // spaces only as far as the bytes Screen has dropped so far pay for them.
@@ -52,11 +66,17 @@ type Screen struct {
 	w   io.Writer
 	err error // the first error from w, which every later call returns
 
-	line  []byte // the line being built
-	cur   int    // the cursor's byte offset in line
-	pad   int    // columns the cursor stands past the end of line (then cur == len(line))
-	slack int64  // input bytes dropped so far and not yet spent on blank columns
-	limit int    // maxLine, smaller in tests
+	// Until the cursor leaves the end of the line, the line is bytes,
+	// appended to as they come; after, it is the row the cursor is on, a
+	// cell per column, until the row ends.
+	line   []byte // the line being built, the cursor at its end, when !onRow
+	onRow  bool
+	row    []rune // the row being built, when onRow
+	col    int    // the cursor's column in row: from 0 to width (past the last column, a wrap pending)
+	slack  int64  // input bytes dropped so far and not yet spent on blank columns
+	limit  int    // maxLine, the bound of line; smaller in tests
+	width  int    // width, the bound of row; smaller in tests
+	encode []byte // where row is encoded to be forwarded
 
 	state   parseState
 	csi     csiSeq
@@ -70,7 +90,7 @@ type Screen struct {
 
 // NewScreen returns a Screen that forwards to w.
 func NewScreen(w io.Writer) *Screen {
-	return &Screen{w: w, limit: maxLine}
+	return &Screen{w: w, limit: maxLine, width: width}
 }
 
 type parseState uint8
@@ -84,6 +104,10 @@ const (
 	inString             // the body of an OSC, DCS, SOS, PM or APC string
 	stringEsc            // ESC in a control string: the terminator if '\' follows
 )
+
+// maxParam bounds a control sequence's parameter, far past any column,
+// so that no number of digits overflows it.
+const maxParam = 1 << 16
 
 // csiSeq is what a control sequence has said so far. Only the first
 // parameter matters: the sequences Screen carries out take one.
@@ -106,7 +130,6 @@ const (
 var (
 	tab     = []byte{'\t'}
 	newline = []byte{'\n'}
-	blanks  = bytes.Repeat([]byte{' '}, 256)
 )
 
 // Write forwards what p completes and holds the rest. It fails only when
@@ -148,8 +171,7 @@ func (s *Screen) Flush() error {
 		s.write(c[:n])
 		s.final = false
 	}
-	s.forward(s.line)
-	s.line, s.cur, s.pad = s.line[:0], 0, 0
+	s.endLine(nil)
 	return s.err
 }
 
@@ -199,21 +221,46 @@ func plainLen(p []byte) int {
 
 // nextSpecial returns the index of the first byte at or after i that is a
 // control byte other than tab and newline, DEL, or not ASCII, or len(p).
-// It looks at eight bytes at a time: output is mostly plain text, and the
-// standard library has no vectorised scan for a class of bytes
-// (bytes.IndexAny goes byte by byte).
+// Output is mostly plain text, and the standard library has no vectorised
+// scan for a class of bytes (bytes.IndexAny goes byte by byte), so it
+// looks at 32 bytes at a time, as four words: a cheap test finds whether
+// any byte is outside printable ASCII, and only then (mostly for a tab or
+// a newline) does specialBytes look closer.
 func nextSpecial(p []byte, i int) int {
-	for ; i+8 <= len(p); i += 8 {
-		if m := specialBytes(binary.LittleEndian.Uint64(p[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)/8
+	const (
+		ones = 0x0101010101010101
+		high = 0x8080808080808080
+	)
+	// The high bit of each byte of outside(w) is set only if some byte of w
+	// is below 0x20 or from 0x7F up, and some is if one is: the borrows of
+	// the subtraction and the carries of the sum start only at such bytes.
+	outside := func(w uint64) uint64 { return (w-0x20*ones)&^w | (w + ones) | w }
+	q := p[i:]
+	for len(q) >= 32 {
+		w0 := binary.LittleEndian.Uint64(q)
+		w1 := binary.LittleEndian.Uint64(q[8:])
+		w2 := binary.LittleEndian.Uint64(q[16:])
+		w3 := binary.LittleEndian.Uint64(q[24:])
+		if (outside(w0)|outside(w1)|outside(w2)|outside(w3))&high != 0 {
+			for k, w := range [...]uint64{w0, w1, w2, w3} {
+				if m := specialBytes(w); m != 0 {
+					return len(p) - len(q) + 8*k + bits.TrailingZeros64(m)/8
+				}
+			}
+		}
+		q = q[32:]
+	}
+	for ; len(q) >= 8; q = q[8:] {
+		if m := specialBytes(binary.LittleEndian.Uint64(q)); m != 0 {
+			return len(p) - len(q) + bits.TrailingZeros64(m)/8
 		}
 	}
-	for ; i < len(p); i++ {
-		if b := p[i]; b < 0x20 && b != '\t' && b != '\n' || b >= del {
-			return i
+	for k, b := range q {
+		if b < 0x20 && b != '\t' && b != '\n' || b >= del {
+			return len(p) - len(q) + k
 		}
 	}
-	return i
+	return len(p)
 }
 
 // specialBytes sets the high bit of each byte of x that nextSpecial stops
@@ -224,12 +271,15 @@ func specialBytes(x uint64) uint64 {
 		ones = 0x0101010101010101
 		high = 0x8080808080808080
 	)
-	low := x &^ high                              // each byte's low seven bits
-	ctl := ^(low + 0x60*ones) & high              // below 0x20
-	ht := ^((low ^ '\t'*ones) + 0x7f*ones) & high // equal to '\t'
-	lf := ^((low ^ '\n'*ones) + 0x7f*ones) & high // equal to '\n'
-	rub := (low + ones) & high                    // 0x7f
-	return x&high | rub | ctl&^(ht|lf)
+	low := x &^ high // each byte's low seven bits
+	// The high bit of each sum says whether a byte is at least 0x20, is
+	// 0x7F, and (with tab and newline turned into 1 and 2) is at least 1
+	// and at least 3.
+	atLeast20, is7F := low+0x20*3*ones, low+ones
+	tabNL := low ^ 0x08*ones
+	atLeast1, atLeast3 := tabNL+0x7f*ones, tabNL+0x7d*ones
+	plain := (atLeast20&^is7F | atLeast1&^atLeast3) &^ x
+	return high &^ plain
 }
 
 // special carries out what starts p, which plainLen stopped at, and returns
@@ -271,7 +321,9 @@ func (s *Screen) control(b byte) {
 	s.slack++
 	switch b {
 	case '\r':
-		s.cur, s.pad = 0, 0
+		if s.toRow() {
+			s.col = 0
+		}
 	case '\b':
 		s.moveLeft(1)
 	case esc:
@@ -403,7 +455,7 @@ func (s *Screen) sequenceByte(b byte) bool {
 		switch {
 		case b >= '0' && b <= '9' && !c.inter:
 			if !c.more {
-				c.n = min(c.n*10+int(b-'0'), s.limit)
+				c.n = min(c.n*10+int(b-'0'), maxParam)
 			}
 			c.begun = true
 			return false
@@ -436,7 +488,7 @@ func (s *Screen) sequenceByte(b byte) bool {
 // that changes the current line; colours, cursor movement off the line and
 // the rest change nothing a reader of the text needs.
 func (s *Screen) dispatch(final byte) {
-	c := s.csi
+	c := &s.csi
 	if c.marked || c.inter {
 		return
 	}
@@ -445,12 +497,20 @@ func (s *Screen) dispatch(final byte) {
 	case 'K':
 		s.erase(c.n)
 	case 'G', '`':
-		s.cur, s.pad = 0, 0
-		s.moveRight(n - 1)
+		s.makeRow()
+		s.col = min(n-1, s.width-1)
 	case 'C', 'a':
-		s.moveRight(n)
+		s.makeRow()
+		s.col = min(s.col+n, s.width-1)
 	case 'D':
 		s.moveLeft(n)
+	}
+}
+
+// moveLeft moves the cursor n columns left, stopping at column 0.
+func (s *Screen) moveLeft(n int) {
+	if s.toRow() {
+		s.col = max(min(s.col, s.width-1)-n, 0)
 	}
 }
 
@@ -458,89 +518,135 @@ func (s *Screen) dispatch(final byte) {
 // cursor to the end of the line, 1 from its start through the cursor, 2
 // the whole line. The cursor stays in its column.
 func (s *Screen) erase(mode int) {
-	switch mode {
-	case 0:
-		s.slack += int64(len(s.line) - s.cur)
-		s.line = s.line[:s.cur]
-	case 1:
-		if s.cur == len(s.line) {
-			s.clearLine()
-			return
+	if mode > 2 || mode == 0 && !s.onRow {
+		return // the cursor is at the end of a line of bytes: nothing follows it
+	}
+	if !s.toRow() {
+		return // nothing precedes it either
+	}
+	if mode == 1 && s.col+1 < len(s.row) {
+		// The erased columns become blanks, and the text after them keeps
+		// its columns.
+		for i, r := range s.row[:s.col+1] {
+			s.slack += max(credit(r)-1, 0)
+			s.row[i] = blank
 		}
-		// The erased columns become blanks, one byte each, and the text
-		// after them keeps its columns.
-		end := s.cur + cellLen(s.line[s.cur:])
-		k := utf8.RuneCount(s.line[:end])
-		n := copy(s.line[k:], s.line[end:])
-		s.line = s.line[:k+n]
-		for i := range k {
-			s.line[i] = ' '
+		return
+	}
+	from := 0
+	if mode == 0 {
+		from = min(s.col, len(s.row))
+	}
+	for _, r := range s.row[from:] {
+		s.slack += credit(r)
+	}
+	s.row = s.row[:from]
+}
+
+// toRow makes the line a row of cells, for the cursor to leave its end,
+// and reports whether the cursor is on a row now: on a line of no bytes
+// there is nothing to go back over, and the line stays as it is.
+func (s *Screen) toRow() bool {
+	if !s.onRow && len(s.line) > 0 {
+		s.makeRow()
+	}
+	return s.onRow
+}
+
+// makeRow makes the line a row of cells. A line longer than the width has
+// wrapped, and only its last row, where the cursor is, can be redrawn:
+// the rows before it go out as they stand.
+func (s *Screen) makeRow() {
+	if s.onRow {
+		return
+	}
+	start := 0
+	if n := utf8.RuneCount(s.line); n > s.width {
+		// A full last row keeps the cursor, with a wrap pending, as a
+		// terminal's does.
+		for skip := (n - 1) / s.width * s.width; skip > 0; skip-- {
+			_, size := utf8.DecodeRune(s.line[start:])
+			start += size
 		}
-		s.slack += int64(end - k)
-		s.cur = k - 1
-	case 2:
-		s.clearLine()
+		s.forward(s.line[:start])
 	}
-}
-
-// clearLine empties the line, leaving the cursor in its column.
-func (s *Screen) clearLine() {
-	s.pad = min(utf8.RuneCount(s.line[:s.cur])+s.pad, s.limit)
-	s.slack += int64(len(s.line))
-	s.line, s.cur = s.line[:0], 0
-}
-
-// moveRight moves the cursor n columns right, past the end of the line if
-// need be.
-func (s *Screen) moveRight(n int) {
-	for ; n > 0 && s.cur < len(s.line); n-- {
-		s.cur += cellLen(s.line[s.cur:])
+	s.row = s.row[:0]
+	for p := s.line[start:]; len(p) > 0; {
+		r, size := decodeCell(p)
+		s.row = append(s.row, r)
+		p = p[size:]
 	}
-	s.pad = min(s.pad+n, s.limit)
+	s.line, s.onRow, s.col = s.line[:0], true, len(s.row)
 }
 
-// moveLeft moves the cursor n columns left, stopping at column 0.
-func (s *Screen) moveLeft(n int) {
-	k := min(n, s.pad)
-	s.pad -= k
-	for n -= k; n > 0 && s.cur > 0; n-- {
-		_, size := utf8.DecodeLastRune(s.line[:s.cur])
-		s.cur -= size
-	}
-}
+// A cell is a character, an invalid byte kept as a surrogate (which no
+// valid UTF-8 encodes) so that it goes out as it came, or a blank.
+//
+// blank is a column left blank, written as a space: one past the end of
+// the row that the slack paid for, or one erased through the cursor.
+// Erasing or overwriting it frees nothing, so that no sequence of moves
+// and erases can make blanks over and over from the same dropped bytes:
+// the blanks Screen ever makes are bounded by its input, and so is the
+// work of making them.
+const blank = 0xdc00 | ' '
 
-// cellLen is the length of the column that starts b: one character, or
-// one byte of invalid UTF-8.
-func cellLen(b []byte) int {
+// decodeCell returns the cell at the start of b and its length in b.
+func decodeCell(b []byte) (rune, int) {
 	if b[0] < utf8.RuneSelf {
+		return rune(b[0]), 1
+	}
+	r, size := utf8.DecodeRune(b)
+	if r == utf8.RuneError && size == 1 {
+		r = 0xdc00 | rune(b[0])
+	}
+	return r, size
+}
+
+// appendCell appends the bytes of the cell r to b.
+func appendCell(b []byte, r rune) []byte {
+	if r < utf8.RuneSelf || r >= 0xdc00 && r <= 0xdcff {
+		return append(b, byte(r))
+	}
+	return utf8.AppendRune(b, r)
+}
+
+// credit is what dropping the cell r adds to the slack: the input bytes
+// it came from, none for a blank.
+func credit(r rune) int64 {
+	switch {
+	case r == blank:
+		return 0
+	case r < utf8.RuneSelf || r >= 0xdc80 && r <= 0xdcff:
 		return 1
 	}
-	_, n := utf8.DecodeRune(b)
-	return n
+	return int64(utf8.RuneLen(r))
 }
 
 // text writes t, which holds no control bytes but tabs and newlines, at
 // the cursor.
 func (s *Screen) text(t []byte) {
 	for len(t) > 0 {
-		if s.cur == len(s.line) && s.pad == 0 {
+		if !s.onRow {
 			s.appendText(t)
 			return
 		}
 		nl := bytes.IndexByte(t, '\n')
 		if nl < 0 {
-			s.put(t)
-			return
+			t = s.put(t)
+			continue
 		}
-		s.put(t[:nl])
+		if rest := s.put(t[:nl]); len(rest) > 0 {
+			t = t[nl-len(rest):] // the row filled up and wrapped
+			continue
+		}
 		s.endLine(newline)
 		t = t[nl+1:]
 	}
 }
 
-// appendText writes t at the end of the line: the fast path. The lines t
-// completes go out as they stand, most of them straight from t, and only
-// its unfinished last line is kept.
+// appendText writes t at the end of a line of bytes: the fast path. The
+// lines t completes go out as they stand, most of them straight from t,
+// and only its unfinished last line is kept.
 func (s *Screen) appendText(t []byte) {
 	nl := bytes.IndexByte(t, '\n')
 	if nl < 0 {
@@ -559,14 +665,14 @@ func (s *Screen) appendText(t []byte) {
 	s.hold(t[last+1:])
 }
 
-// hold appends t, which holds no newline, to the line, with the cursor at
-// its end. A column that would make the line longer than the limit begins
-// a new one instead, and the old one is forwarded as it stands.
+// hold appends t, which holds no newline, to the line of bytes. A cell
+// that would make the line longer than the limit begins a new one
+// instead, and the old one goes out as it stands.
 func (s *Screen) hold(t []byte) {
 	for len(s.line)+len(t) > s.limit {
 		c := cellCut(t, s.limit-len(s.line))
 		if c == 0 && len(s.line) == 0 {
-			c = cellLen(t) // a limit shorter than one character
+			c = 1 // a limit shorter than one character
 		}
 		s.forward(s.line)
 		s.forward(t[:c])
@@ -574,86 +680,72 @@ func (s *Screen) hold(t []byte) {
 		t = t[c:]
 	}
 	s.line = append(s.line, t...)
-	s.cur = len(s.line)
 }
 
-// cellCut returns where in t the column holding t[x] begins, for t that
-// begins a column.
+// cellCut returns where in t the cell holding t[x] begins, for t that
+// begins a cell.
 func cellCut(t []byte, x int) int {
 	for i := x; i >= 0 && i > x-utf8.UTFMax; i-- {
 		if utf8.RuneStart(t[i]) {
-			if i+cellLen(t[i:]) > x {
+			if _, size := decodeCell(t[i:]); i+size > x {
 				return i
 			}
-			break // the bytes after that character are invalid, a column each
+			break // the bytes after that character are invalid, a cell each
 		}
 	}
 	return x
 }
 
-// put writes t, which holds no newline, at the cursor, which is not at
-// the end of the line or past it: the slow path.
-func (s *Screen) put(t []byte) {
-	if len(t) == 0 {
-		return // blank columns become spaces only under text
-	}
-	if s.pad > 0 {
-		// The cursor is past the end of the line; the columns between are
-		// blank, as spaces, as far as the slack pays.
-		n := int(min(int64(s.pad), s.slack))
-		s.slack -= int64(n)
-		s.pad = 0
-		for n > 0 {
-			k := min(n, len(blanks))
-			s.hold(blanks[:k])
-			n -= k
+// put writes t, which holds no newline, on the row from the cursor, and
+// returns what is left of t when the row fills up: it has wrapped, and
+// the rest goes on a new line.
+func (s *Screen) put(t []byte) []byte {
+	for i := 0; i < len(t); {
+		if s.col >= s.width {
+			s.endLine(nil)
+			return t[i:]
 		}
+		r, size := decodeCell(t[i:])
+		if gap := s.col - len(s.row); gap > 0 {
+			// The columns between the end of the row and the cursor are
+			// blank, as spaces, as far as the slack pays.
+			n := int(min(int64(gap), s.slack))
+			s.slack -= int64(n)
+			for range n {
+				s.row = append(s.row, blank)
+			}
+			s.col = len(s.row)
+		}
+		if s.col < len(s.row) {
+			s.slack += credit(s.row[s.col])
+			s.row[s.col] = r
+		} else {
+			s.row = append(s.row, r)
+		}
+		s.col++
+		i += size
 	}
-	if s.cur < len(s.line) {
-		t = s.overwrite(t)
-	}
-	if len(t) > 0 {
-		s.hold(t)
-	}
+	return nil
 }
 
-// overwrite writes t over the line from the cursor, a column for a
-// column, and returns what is left of t past the end of the line.
-func (s *Screen) overwrite(t []byte) []byte {
-	i, j := 0, s.cur // ends of what is written in t and of what it replaces in the line
-	full := false
-	for i < len(t) && j < len(s.line) {
-		n, o := cellLen(t[i:]), cellLen(s.line[j:])
-		if len(s.line)+(i-(j-s.cur))+n-o > s.limit {
-			full = true
-			break
-		}
-		i, j = i+n, j+o
-	}
-	if i == j-s.cur {
-		copy(s.line[s.cur:], t[:i])
-	} else {
-		s.line = slices.Replace(s.line, s.cur, j, t[:i]...)
-	}
-	s.slack += int64(j - s.cur)
-	s.cur += i
-	if full {
-		s.forward(s.line)
-		s.line, s.cur = s.line[:0], 0
-	}
-	return t[i:]
-}
-
-// endLine forwards the line followed by b, the end of it, and begins a new
-// one.
+// endLine forwards the line followed by b, the end of it (a newline, or
+// nothing when the line only stops here), and begins a new one.
 func (s *Screen) endLine(b []byte) {
-	if len(s.line) > 0 && len(b) <= cap(s.line)-len(s.line) {
-		s.forward(append(s.line, b...))
+	line := s.line
+	if s.onRow {
+		line = s.encode[:0]
+		for _, r := range s.row {
+			line = appendCell(line, r)
+		}
+		s.encode = line
+	}
+	if len(line) > 0 && len(b) <= cap(line)-len(line) {
+		s.forward(append(line, b...))
 	} else {
-		s.forward(s.line)
+		s.forward(line)
 		s.forward(b)
 	}
-	s.line, s.cur, s.pad = s.line[:0], 0, 0
+	s.line, s.row, s.onRow, s.col = s.line[:0], s.row[:0], false, 0
 }
 
 func (s *Screen) forward(b []byte) {

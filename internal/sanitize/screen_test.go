@@ -84,7 +84,7 @@ var screenTests = []struct{ name, in, want string }{
 func TestScreen(t *testing.T) {
 	for _, tt := range screenTests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := screenAllWays(t, []byte(tt.in), maxLine); got != tt.want {
+			if got := screenAllWays(t, []byte(tt.in), real); got != tt.want {
 				t.Errorf("Screen(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
@@ -127,13 +127,19 @@ func chunkings(n int, seed uint64) []chunking {
 	return cs
 }
 
-// screenOnce writes in through a Screen whose line limit is limit, in the
-// pieces c gives, flushes it and returns what it forwarded.
-func screenOnce(t testing.TB, in []byte, limit int, c chunking) string {
+// bounds are a Screen's line limit and width, smaller in tests than in
+// use so that short inputs reach them.
+type bounds struct{ limit, width int }
+
+var real = bounds{maxLine, width}
+
+// screenOnce writes in through a Screen with bounds b, in the pieces c
+// gives, flushes it and returns what it forwarded.
+func screenOnce(t testing.TB, in []byte, b bounds, c chunking) string {
 	t.Helper()
 	var out bytes.Buffer
 	s := NewScreen(&out)
-	s.limit = limit
+	s.limit, s.width = b.limit, b.width
 	for p := in; len(p) > 0; {
 		k := c.next(len(p))
 		n, err := s.Write(p[:k])
@@ -150,12 +156,12 @@ func screenOnce(t testing.TB, in []byte, limit int, c chunking) string {
 
 // screenAllWays returns what a Screen makes of in written whole, and fails
 // t if any other chunking makes something else of it.
-func screenAllWays(t testing.TB, in []byte, limit int) string {
+func screenAllWays(t testing.TB, in []byte, b bounds) string {
 	t.Helper()
 	cs := chunkings(len(in), 1)
-	want := screenOnce(t, in, limit, cs[0])
+	want := screenOnce(t, in, b, cs[0])
 	for _, c := range cs[1:] {
-		if got := screenOnce(t, in, limit, c); got != want {
+		if got := screenOnce(t, in, b, c); got != want {
 			t.Fatalf("written %s: %q; written whole: %q", c.name, got, want)
 		}
 	}
@@ -177,7 +183,7 @@ func TestScreenRecorded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := screenAllWays(t, in, maxLine)
+			got := screenAllWays(t, in, real)
 			if strings.ContainsAny(got, "\x1b\r\b") {
 				t.Errorf("escape or control characters are left: %q", got)
 			}
@@ -194,7 +200,7 @@ func TestScreenLongProgress(t *testing.T) {
 		fmt.Fprintf(&in, "\r%3d%%|%-10s| %d/3000 [00:%02d<00:00, 1000.00it/s]", i/30, strings.Repeat("#", i/300), i, i/1000)
 	}
 	in.WriteString("\ndone\n")
-	got := screenAllWays(t, []byte(in.String()), maxLine)
+	got := screenAllWays(t, []byte(in.String()), real)
 	want := "100%|##########| 3000/3000 [00:03<00:00, 1000.00it/s]\ndone\n"
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -208,13 +214,32 @@ func TestScreenLineLimit(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"the part past the limit is redrawn", "abcdefghij\rXY\n", "abcdefghXY\n"},
 		{"a character is not split", "aaaaaaa€b\rX\n", "aaaaaaaXb\n"},
-		{"a redraw that grows the line past the limit", "abcdef\r€€\n", "€bcdef€\n"},
-		{"blank columns count", "ab\x1b[2K\x1b[4Cxyz\rW\n", "      xyW\n"},
+		{"an invalid byte is a cell", "aaaaaaa\xe2(b\rX\n", "aaaaaaa\xe2Xb\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := screenAllWays(t, []byte(tt.in), 8); got != tt.want {
-				t.Errorf("Screen(%q) with a limit of 8 = %q, want %q", tt.in, got, tt.want)
+			if got := screenAllWays(t, []byte(tt.in), bounds{8, width}); got != tt.want {
+				t.Errorf("Screen(%q) with a limit of 8 bytes = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// A line longer than the width wraps, and only its last row can be
+// redrawn, as on a terminal that wide.
+func TestScreenWidth(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"a carriage return goes to the start of the last row", "abcdefghij\rXY\n", "abcdefghXY\n"},
+		{"a full row keeps the cursor", "abcd\rX\n", "Xbcd\n"},
+		{"a redraw wraps too", "ab\rXYZWV\rQ\n", "XYZWQ\n"},
+		{"the cursor stops at the last column", "ab\x1b[99CX\rY\n", "Yb X\n"},
+		{"columns are characters", "日本語日本\r語\n", "日本語日語\n"},
+		{"erasing a wrapped line erases its last row", "abcdef\x1b[2KX\n", "abcd  X\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := screenAllWays(t, []byte(tt.in), bounds{maxLine, 4}); got != tt.want {
+				t.Errorf("Screen(%q) 4 columns wide = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
@@ -290,7 +315,7 @@ func (w failWriter) Write([]byte) (int, error) { return 0, w.err }
 // FuzzScreen checks what holds for any input: the chunking never changes
 // the output, the output is never longer than the input, holds no
 // control characters but tab and newline, and is valid UTF-8 whenever the
-// input is; with the real line limit and with a tiny one.
+// input is; with the real bounds and with tiny ones.
 func FuzzScreen(f *testing.F) {
 	for _, tt := range screenTests {
 		f.Add([]byte(tt.in), uint64(0))
@@ -304,19 +329,19 @@ func FuzzScreen(f *testing.F) {
 		f.Add(in, uint64(0))
 	}
 	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
-		for _, limit := range []int{maxLine, utf8.UTFMax + int(seed%13)} {
+		for _, b := range []bounds{real, {utf8.UTFMax + int(seed%13), 1 + int(seed/13%7)}} {
 			cs := chunkings(len(in), seed)
-			want := screenOnce(t, in, limit, cs[0])
+			want := screenOnce(t, in, b, cs[0])
 			for _, c := range []chunking{cs[1], cs[len(cs)-1], cs[len(cs)-2]} {
-				if got := screenOnce(t, in, limit, c); got != want {
-					t.Fatalf("limit %d, written %s: %q; written whole: %q", limit, c.name, got, want)
+				if got := screenOnce(t, in, b, c); got != want {
+					t.Fatalf("%+v, written %s: %q; written whole: %q", b, c.name, got, want)
 				}
 			}
 			if len(want) > len(in) {
-				t.Fatalf("limit %d: %d bytes out of %d in: %q", limit, len(want), len(in), want)
+				t.Fatalf("%+v: %d bytes out of %d in: %q", b, len(want), len(in), want)
 			}
 			if utf8.Valid(in) && !utf8.Valid([]byte(want)) {
-				t.Fatalf("limit %d: invalid UTF-8 out of valid: %q", limit, want)
+				t.Fatalf("%+v: invalid UTF-8 out of valid: %q", b, want)
 			}
 			for i := 0; i < len(want); {
 				r, size := utf8.DecodeRuneInString(want[i:])
@@ -324,10 +349,31 @@ func FuzzScreen(f *testing.F) {
 					r = rune(want[i])
 				}
 				if r < 0x20 && r != '\t' && r != '\n' || r >= 0x7f && r <= 0x9f {
-					t.Fatalf("limit %d: control %#x at %d: %q", limit, r, i, want)
+					t.Fatalf("%+v: control %#x at %d: %q", b, r, i, want)
 				}
 				i += size
 			}
 		}
 	})
+}
+
+// nextSpecial's word-at-a-time tests find exactly the bytes a byte-by-byte
+// test would, wherever they are in a word.
+func TestNextSpecial(t *testing.T) {
+	base := []byte(strings.Repeat("plain\ttext ~ with newlines\n", 3))
+	for pos := range base {
+		for b := range 256 {
+			p := bytes.Clone(base)
+			p[pos] = byte(b)
+			want := len(p)
+			if b < 0x20 && b != '\t' && b != '\n' || b >= del {
+				want = pos
+			}
+			for _, from := range []int{0, pos % 8, pos} {
+				if got := nextSpecial(p, from); got != want {
+					t.Fatalf("byte %#x at %d, from %d: nextSpecial = %d, want %d", b, pos, from, got, want)
+				}
+			}
+		}
+	}
 }
