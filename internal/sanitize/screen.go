@@ -701,6 +701,15 @@ func cellCut(t []byte, x int) int {
 // the rest goes on a new line.
 func (s *Screen) put(t []byte) []byte {
 	for i := 0; i < len(t); {
+		// Most redraws are ASCII over the row they redraw.
+		for end := min(len(s.row), s.width); i < len(t) && t[i] < utf8.RuneSelf && s.col < end; i++ {
+			s.slack += credit(s.row[s.col])
+			s.row[s.col] = rune(t[i])
+			s.col++
+		}
+		if i == len(t) {
+			break
+		}
 		if s.col >= s.width {
 			s.endLine(nil)
 			return t[i:]
