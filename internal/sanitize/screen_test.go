@@ -84,7 +84,7 @@ var screenTests = []struct{ name, in, want string }{
 func TestScreen(t *testing.T) {
 	for _, tt := range screenTests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := screenAllWays(t, []byte(tt.in), real); got != tt.want {
+			if got := screenAllWays(t, []byte(tt.in), inUse); got != tt.want {
 				t.Errorf("Screen(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
@@ -131,7 +131,7 @@ func chunkings(n int, seed uint64) []chunking {
 // use so that short inputs reach them.
 type bounds struct{ limit, width int }
 
-var real = bounds{maxLine, width}
+var inUse = bounds{maxLine, width}
 
 // screenOnce writes in through a Screen with bounds b, in the pieces c
 // gives, flushes it and returns what it forwarded.
@@ -183,7 +183,7 @@ func TestScreenRecorded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := screenAllWays(t, in, real)
+			got := screenAllWays(t, in, inUse)
 			if strings.ContainsAny(got, "\x1b\r\b") {
 				t.Errorf("escape or control characters are left: %q", got)
 			}
@@ -200,7 +200,7 @@ func TestScreenLongProgress(t *testing.T) {
 		fmt.Fprintf(&in, "\r%3d%%|%-10s| %d/3000 [00:%02d<00:00, 1000.00it/s]", i/30, strings.Repeat("#", i/300), i, i/1000)
 	}
 	in.WriteString("\ndone\n")
-	got := screenAllWays(t, []byte(in.String()), real)
+	got := screenAllWays(t, []byte(in.String()), inUse)
 	want := "100%|##########| 3000/3000 [00:03<00:00, 1000.00it/s]\ndone\n"
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -315,7 +315,7 @@ func (w failWriter) Write([]byte) (int, error) { return 0, w.err }
 // FuzzScreen checks what holds for any input: the chunking never changes
 // the output, the output is never longer than the input, holds no
 // control characters but tab and newline, and is valid UTF-8 whenever the
-// input is; with the real bounds and with tiny ones.
+// input is; with the bounds in use and with tiny ones.
 func FuzzScreen(f *testing.F) {
 	for _, tt := range screenTests {
 		f.Add([]byte(tt.in), uint64(0))
@@ -329,7 +329,7 @@ func FuzzScreen(f *testing.F) {
 		f.Add(in, uint64(0))
 	}
 	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
-		for _, b := range []bounds{real, {utf8.UTFMax + int(seed%13), 1 + int(seed/13%7)}} {
+		for _, b := range []bounds{inUse, {utf8.UTFMax + int(seed%13), 1 + int(seed/13%7)}} {
 			cs := chunkings(len(in), seed)
 			want := screenOnce(t, in, b, cs[0])
 			for _, c := range []chunking{cs[1], cs[len(cs)-1], cs[len(cs)-2]} {
