@@ -645,8 +645,8 @@ func (s *Screen) text(t []byte) {
 }
 
 // appendText writes t at the end of a line of bytes: the fast path. The
-// lines t completes go out as they stand, most of them straight from t,
-// and only its unfinished last line is kept.
+// lines t completes go out as they stand, straight from t, and only its
+// unfinished last line is copied, to be kept.
 func (s *Screen) appendText(t []byte) {
 	nl := bytes.IndexByte(t, '\n')
 	if nl < 0 {
@@ -656,12 +656,9 @@ func (s *Screen) appendText(t []byte) {
 	// The last line is usually short, so a backward scan finds its start
 	// soon.
 	last := nl + 1 + bytes.LastIndexByte(t[nl+1:], '\n')
-	if len(s.line) == 0 {
-		s.forward(t[:last+1])
-	} else {
-		s.endLine(t[:nl+1])
-		s.forward(t[nl+1 : last+1])
-	}
+	s.forward(s.line) // the start of the first line t ends
+	s.forward(t[:last+1])
+	s.line = s.line[:0]
 	s.hold(t[last+1:])
 }
 
