@@ -18,6 +18,11 @@ import (
 // one read of a program's output returns.
 const maxLine = 64 << 10
 
+// maxString bounds a control string (OSC, DCS, SOS, PM, APC) whose
+// terminator has not come: a title or a hyperlink takes far less, and past
+// it the string is taken to be text that began like one.
+const maxString = 8 << 10
+
 // width is the number of columns of the terminal Screen acts as. Programs
 // that redraw a line keep it to the width they assume, 80 columns when
 // they are not told (as they are not in the sandbox); a width far beyond
@@ -42,10 +47,15 @@ const width = 1024
 // (CSI K, 1K, 2K) or move the cursor along the line (CSI G, C, D) do what
 // they do on a terminal. Columns are characters (runes), not bytes: wide
 // characters count as one. Every other escape sequence and control
-// character but tab and newline is dropped, C1 controls too, whether
-// encoded in UTF-8 or as bare 8-bit bytes that are not part of a UTF-8
-// character. Invalid UTF-8 is otherwise forwarded byte for byte, each
-// invalid byte a column of its own.
+// character but tab and newline is dropped, C1 controls encoded in UTF-8
+// too. Invalid UTF-8 is forwarded byte for byte, each invalid byte a column
+// of its own: a bare byte from 0x80 to 0x9F is text in a legacy encoding
+// (cp1252's quotes and dashes, a Latin-1 file sent through cat), not a C1
+// control, as it is not to a terminal in a UTF-8 locale. A control string
+// (a title, a hyperlink) that runs past maxString bytes without its
+// terminator is taken for text that only looked like one, and what follows
+// is shown: a terminal would swallow the rest of the output, and the model
+// would never see it.
 //
 // The terminal is 1,024 columns wide: a line longer than that wraps, as
 // it would on a terminal, and the cursor can only go back over its last
@@ -80,6 +90,7 @@ type Screen struct {
 
 	state   parseState
 	csi     csiSeq
+	strLen  int  // bytes of the control string so far
 	strNeed int  // continuation bytes that a UTF-8 character in a control string still needs
 	strC2   bool // that character began with 0xC2, so it may be U+009C, the string terminator
 
@@ -211,8 +222,8 @@ func plainLen(p []byte) int {
 			switch {
 			case size > 1 && r <= 0x9f:
 				return i // a C1 control in UTF-8
-			case size == 1 && (p[i] <= 0x9f || !utf8.FullRune(p[i:])):
-				return i // an 8-bit C1 control, or a character to finish
+			case size == 1 && !utf8.FullRune(p[i:]):
+				return i // a character to finish
 			}
 			i += size
 		}
@@ -294,17 +305,14 @@ func (s *Screen) special(p []byte) int {
 	if !utf8.FullRune(p) && !s.final {
 		return 0
 	}
-	r, size := utf8.DecodeRune(p)
-	switch {
-	case size == 1 && b <= 0x9f:
-		r = rune(b) // an 8-bit C1 control
-	case size == 1 || r > 0x9f:
-		s.text(p[:size]) // a character Flush will not see finished
+	if r, size := utf8.DecodeRune(p); size == 1 || r > 0x9f {
+		s.text(p[:size]) // a character Flush will not see finished, or an invalid byte
 		return size
 	}
-	s.slack += int64(size)
-	s.c1(r)
-	return size
+	// A C1 control in UTF-8 is dropped, and begins no sequence: nothing
+	// that writes UTF-8 means one by it.
+	s.slack += 2
+	return 2
 }
 
 // control carries out the C0 control b (or DEL), in text and in the middle
@@ -333,23 +341,12 @@ func (s *Screen) control(b byte) {
 	}
 }
 
-// c1 carries out the C1 control r: those that begin a sequence begin it,
-// as ESC and the matching letter would; the others are dropped.
-func (s *Screen) c1(r rune) {
-	switch r {
-	case 0x9b:
-		s.startCSI()
-	case 0x90, 0x98, 0x9d, 0x9e, 0x9f:
-		s.startString()
-	}
-}
-
 func (s *Screen) startCSI() {
 	s.state, s.csi = inCSI, csiSeq{}
 }
 
 func (s *Screen) startString() {
-	s.state, s.strNeed, s.strC2 = inString, 0, false
+	s.state, s.strLen, s.strNeed, s.strC2 = inString, 0, 0, false
 }
 
 // escape reads p in the middle of an escape sequence and returns how many
@@ -369,6 +366,12 @@ func (s *Screen) escape(p []byte) int {
 			s.state = afterEsc
 		}
 		if s.state == inString {
+			if s.strLen == maxString {
+				// Past its bound the string is text after all.
+				s.state = ground
+				return i
+			}
+			s.strLen++
 			s.slack++
 			if s.stringByte(b) {
 				return i + 1
