@@ -2,6 +2,8 @@
 // terminal. Both are untrusted: a model can be talked into printing escape
 // sequences, and code can print anything. terp draws its own escape
 // sequences (colours, images) around text that has been through here.
+// Screen, for the other reader of the code's output, the model, leaves
+// of it what a terminal would show.
 package sanitize
 
 import (
