@@ -89,7 +89,7 @@ WORK_DIR = "/work"
 CHUNK = 64 << 10  # largest out/err frame payload
 MAX_REPR = 20000  # characters of a trailing expression's repr shown
 READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
-BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see BackendFinder
+BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see hook_matplotlib
 PR_SET_CHILD_SUBREAPER = 36
 PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
 PREWARM_THREAD = "terp-prewarm"  # the thread that makes the prewarm imports
@@ -772,37 +772,29 @@ def kill_descendants(log):
     log("processes still alive after the run: %s" % descendants(me))
 
 
-# --- matplotlib ----------------------------------------------------------------
+# --- imports -------------------------------------------------------------------
 
 
-class BackendFinder:
-    """Provides terp's matplotlib backend without a file and without
-    importing matplotlib before the code does.
+class ImportHooks:
+    """A finder, first on sys.meta_path, that serves terp's own modules and
+    runs terp's code right after some modules are imported, without
+    importing anything before the code does.
 
-    MPLBACKEND names the module BACKEND; this finder builds it on import. It
-    also restores the inherited MPLBACKEND once matplotlib has read it, so a
-    `python3 plot.py` the code starts in a subprocess gets the usual Agg
-    instead of a module it cannot import, and it marks the figures the code
-    saves itself once matplotlib.figure is imported (see track_savefig).
+    serve maps a module name to the loader that builds it. after maps one
+    to a function called with the module as soon as it is executed, before
+    any importer binds its names: matplotlib's are set up that way (see
+    hook_matplotlib).
     """
 
-    def __init__(self, worker, inherited):
-        self.worker = worker
-        self.inherited = inherited
+    def __init__(self):
+        self.serve = {}
+        self.after = {}
         self.busy = False
-        # What to do once a module is imported, by name.
-        self.after = {"matplotlib": self.restore_backend, "matplotlib.figure": track_savefig}
-
-    def restore_backend(self, module):
-        if os.environ.get("MPLBACKEND") == "module://" + BACKEND:
-            if self.inherited is None:
-                os.environ.pop("MPLBACKEND", None)
-            else:
-                os.environ["MPLBACKEND"] = self.inherited
 
     def find_spec(self, name, path, target=None):
-        if name == BACKEND:
-            return importlib.machinery.ModuleSpec(name, BackendLoader(self.worker))
+        loader = self.serve.get(name)
+        if loader is not None:
+            return importlib.machinery.ModuleSpec(name, loader)
         after = self.after.get(name)
         if after is None or self.busy:
             return None
@@ -827,6 +819,35 @@ class BackendFinder:
 
             spec.loader.exec_module = exec_then
         return spec
+
+
+# --- matplotlib ----------------------------------------------------------------
+
+
+def hook_matplotlib(hooks, worker):
+    """Provides terp's matplotlib backend without a file and without
+    importing matplotlib before the code does.
+
+    MPLBACKEND names the module BACKEND, which hooks builds on import. The
+    inherited MPLBACKEND is restored once matplotlib has read it, so a
+    `python3 plot.py` the code starts in a subprocess gets the usual Agg
+    instead of a module it cannot import, and the figures the code saves
+    itself are marked once matplotlib.figure is imported (see
+    track_savefig).
+    """
+    inherited = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "module://" + BACKEND
+
+    def restore_backend(module):
+        if os.environ.get("MPLBACKEND") == "module://" + BACKEND:
+            if inherited is None:
+                os.environ.pop("MPLBACKEND", None)
+            else:
+                os.environ["MPLBACKEND"] = inherited
+
+    hooks.serve[BACKEND] = BackendLoader(worker)
+    hooks.after["matplotlib"] = restore_backend
+    hooks.after["matplotlib.figure"] = track_savefig
 
 
 def track_savefig(figure_module):
@@ -1035,9 +1056,9 @@ def main():
         # A child that reaches the interpreter's exit anyway leaves before
         # the std streams are flushed. (A fresh-mode child exits on its own.)
         atexit.register(worker.exit_if_forked, 0)
-        inherited = os.environ.get("MPLBACKEND")
-        os.environ["MPLBACKEND"] = "module://" + BACKEND
-        sys.meta_path.insert(0, BackendFinder(worker, inherited))
+        hooks = ImportHooks()
+        sys.meta_path.insert(0, hooks)
+        hook_matplotlib(hooks, worker)
         # What every cell needs. Not after the ready frame, in the main
         # thread, while the prewarm thread may hold a module lock of one of
         # them (inspect imports ast and tokenize) and wait for an idle core
