@@ -3,6 +3,7 @@ package kernel
 import (
 	"path"
 
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -14,5 +15,11 @@ const InternalDir = ".terp"
 // pythonEnv is environment every Python terp starts in a sandbox gets.
 // matplotlib's font cache lives in /work/.terp rather than the default
 // /tmp, which a backend may give each command afresh: building the cache
-// costs a second or more, and it should be paid once per sandbox.
-var pythonEnv = []string{"MPLCONFIGDIR=" + path.Join(sandbox.WorkDir, InternalDir, "matplotlib")}
+// costs a second or more, and it should be paid once per sandbox. Python's
+// user site is the conversation's package directory, where pip installs in
+// the allowlist mode, so that the worker and every Python the code starts
+// can import what was installed.
+var pythonEnv = []string{
+	"MPLCONFIGDIR=" + path.Join(sandbox.WorkDir, InternalDir, "matplotlib"),
+	"PYTHONUSERBASE=" + egress.UserBase,
+}

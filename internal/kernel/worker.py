@@ -74,6 +74,7 @@ import linecache
 import os
 import re
 import signal
+import site
 import stat
 import sys
 import threading
@@ -93,6 +94,11 @@ BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see hook_matplotlib
 PR_SET_CHILD_SUBREAPER = 36
 PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
 PREWARM_THREAD = "terp-prewarm"  # the thread that makes the prewarm imports
+
+# Where the packages a run installs go: the user site under PYTHONUSERBASE,
+# which terp sets to the conversation's package directory (internal/egress
+# UserBase), so that they survive steps and pauses like files.
+USER_SITE = site.getusersitepackages()
 
 # Frames of this file are dropped from tracebacks shown to the model.
 WORKER_FILE = sys._getframe().f_code.co_filename
@@ -207,6 +213,7 @@ class Worker:
             t.start()
             readers.append(t)
         self.std.bind()
+        add_user_site()
         # A mask the last run left would keep this one from being interrupted.
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         exit_code = self.execute(code, "<cell %d>" % self.cell)
@@ -421,6 +428,7 @@ class FreshWorker(Worker):
         main.__dict__.update(__builtins__=builtins, __file__=SCRIPT, __cached__=None)
         sys.modules["__main__"] = main
         sys.argv = [SCRIPT]
+        add_user_site()
         try:
             if isinstance(compiled, BaseException):
                 raise compiled
@@ -896,6 +904,25 @@ class BackendLoader:
         module.FigureCanvas = FigureCanvasAgg
         module.FigureManager = FigureManagerBase
         module.show = show
+
+
+# --- packages ------------------------------------------------------------------
+
+
+def add_user_site():
+    """Puts USER_SITE on sys.path once it exists, before the system's
+    packages as Python's site does at start, so that a package a run
+    installed (with a pip of its own, as in the allowlist mode) can be
+    imported by the next, and one pip upgraded shadows Debian's. Costs one
+    stat until then."""
+    if USER_SITE in sys.path or not os.path.isdir(USER_SITE):
+        return
+    site.addsitedir(USER_SITE)  # appends it and runs its .pth files
+    for i, entry in enumerate(sys.path):
+        if entry.endswith(("site-packages", "dist-packages")) and entry != USER_SITE:
+            sys.path.remove(USER_SITE)
+            sys.path.insert(i, USER_SITE)
+            break
 
 
 # --- start-up ------------------------------------------------------------------
