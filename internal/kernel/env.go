@@ -8,9 +8,10 @@ import (
 )
 
 // InternalDir is terp's own directory in /work, relative to it: the worker's
-// source (worker.py, and its notebook layer, notebook.py), in script mode
-// the code of the run in progress (main.py), and the packages %pip installs
-// (python/) live there. It is never listed to the model nor downloaded.
+// source (worker.py, and its notebook layer, notebook.py, with its compiled
+// code), in script mode the code of the run in progress (main.py), and the
+// packages %pip installs (python/) live there. It is never listed to the
+// model nor downloaded.
 const InternalDir = ".terp"
 
 // pythonEnv is environment every Python terp starts in a sandbox gets.

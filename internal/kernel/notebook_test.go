@@ -485,7 +485,8 @@ func TestNotebookTransformIsPure(t *testing.T) {
 func TestNotebookInternalFiles(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, k *Kernel, sbx sandbox.Sandbox) {
-		wantOK(t, run(t, k, "open('/work/.terp/notebook.py', 'w').write('raise SystemExit(9)');"), "")
+		wantOK(t, run(t, k, "open('/work/.terp/notebook.py', 'w').write('raise SystemExit(9)')\n"+
+			"open('/work/.terp/notebook.cache', 'w').write('garbage');"), "")
 		wantOK(t, run(t, k, "!echo still\ndisplay('works')"), "still\n'works'\n")
 	})
 }

@@ -113,6 +113,7 @@ PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
 PREWARM_THREAD = "terp-prewarm"  # the thread that makes the prewarm imports
 NOTEBOOK_FILE = os.path.join(WORK_DIR, ".terp", "notebook.py")  # the notebook layer
 NOTEBOOK_MODULE = "_terp_notebook"  # its name in sys.modules once loaded
+NOTEBOOK_CACHE = os.path.join(WORK_DIR, ".terp", "notebook.cache")  # its compiled code
 
 # Where the packages a run installs go: the user site under PYTHONUSERBASE,
 # which terp sets to the conversation's package directory (internal/egress
@@ -1038,7 +1039,7 @@ class Notebook:
             module.__file__ = NOTEBOOK_FILE
             # For tracebacks, whatever the code did to the file since.
             linecache.cache[NOTEBOOK_FILE] = (len(self.source), None, self.source.splitlines(True), NOTEBOOK_FILE)
-            exec(compile(self.source, NOTEBOOK_FILE, "exec", dont_inherit=True), module.__dict__)
+            exec(self.code(), module.__dict__)
             module.attach(types.SimpleNamespace(
                 worker=self.worker,
                 get_ipython=self.get_ipython,
@@ -1055,6 +1056,35 @@ class Notebook:
             sys.modules[NOTEBOOK_MODULE] = module
             self.module = module
         return self.module
+
+    def code(self):
+        """notebook.py compiled. Compiling it costs some 20 ms, which every
+        fresh-mode run that uses the layer would pay again, so the first
+        process that compiles it leaves the code in NOTEBOOK_CACHE, under a
+        key made of the Python and the source read at start, for the other
+        runs and the next worker. Loading it costs under a millisecond."""
+        import marshal
+        import zlib
+
+        source = self.source.encode("utf-8", "surrogatepass")
+        key = b"terp notebook %s %d %08x\n" % (sys.version.encode(), len(source), zlib.crc32(source))
+        try:
+            with open(NOTEBOOK_CACHE, "rb") as f:
+                data = f.read()
+            if data.startswith(key):
+                return marshal.loads(data[len(key):])
+        except (OSError, ValueError, EOFError, TypeError):
+            pass  # none yet, or not this source's: compiled anew
+        code = compile(self.source, NOTEBOOK_FILE, "exec", dont_inherit=True)
+        tmp = "%s.%d" % (NOTEBOOK_CACHE, os.getpid())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with open(fd, "wb") as f:
+                f.write(key + marshal.dumps(code))
+            os.replace(tmp, NOTEBOOK_CACHE)  # whole, for a run reading it meanwhile
+        except OSError as e:
+            self.worker.log("cannot cache the notebook layer's code: %s" % e)
+        return code
 
     def compile(self, compile_code, code):
         """Returns compile_code(code), or, when code does not compile, what
