@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -260,4 +261,22 @@ func sampleHeap(t testing.TB) func() uint64 {
 		defer mu.Unlock()
 		return peak
 	}
+}
+
+// TestUserSite checks that a package in the conversation's package directory
+// (where pip installs in the allowlist mode) can be imported by the next run,
+// in both modes, however it got there: here it is made by hand.
+func TestUserSite(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, k *Kernel, sbx sandbox.Sandbox) {
+		wantOK(t, run(t, k, "import site\nprint(site.getuserbase())"), egress.UserBase+"\n")
+		res := run(t, k, "import handmade")
+		if res.ExitCode != 1 || !strings.Contains(res.Stderr, "No module named 'handmade'") {
+			t.Fatalf("handmade imported before it was made: %+v", res)
+		}
+		wantOK(t, run(t, k, "import os, site\np = os.path.join(site.getusersitepackages(), 'handmade')\n"+
+			"os.makedirs(p)\nopen(os.path.join(p, '__init__.py'), 'w').write('answer = 42\\n');"), "")
+		wantOK(t, run(t, k, "import sys, site, handmade\nprint(handmade.answer, sys.path.index(site.getusersitepackages()) < "+
+			"min(i for i, p in enumerate(sys.path) if p.endswith('-packages') and p != site.getusersitepackages()))"), "42 True\n")
+	})
 }

@@ -19,10 +19,10 @@ var sabotages = []struct{ name, code string }{
 	{"replaced by a symlink to /etc", "shutil.rmtree(d)\nos.symlink('/etc', d)"},
 	{"replaced by a dangling symlink", "shutil.rmtree(d)\nos.symlink('/nonexistent', d)"},
 	{"replaced by a symlink into /work", "shutil.rmtree(d)\nos.makedirs('/work/mine')\n" +
-		"for n in ('main.py', 'worker.py'):\n    open('/work/mine/' + n, 'w').write('mine')\nos.symlink('mine', d)"},
+		"for n in ('main.py', 'worker.py', 'notebook.py'):\n    open('/work/mine/' + n, 'w').write('mine')\nos.symlink('mine', d)"},
 	{"removed", "shutil.rmtree(d)"},
 	{"made read-only", "for n in os.listdir(d):\n    os.chmod(os.path.join(d, n), 0o555)\nos.chmod(d, 0o555)"},
-	{"its files replaced by directories", "for n in ('worker.py', 'main.py'):\n    p = os.path.join(d, n)\n" +
+	{"its files replaced by directories", "for n in ('worker.py', 'notebook.py', 'main.py'):\n    p = os.path.join(d, n)\n" +
 		"    if os.path.lexists(p):\n        os.remove(p)\n    os.makedirs(os.path.join(p, 'sub'))"},
 }
 
@@ -48,8 +48,9 @@ func TestInternalDirRepaired(t *testing.T) {
 				if err != nil || res.ExitCode != 3 || !strings.Contains(res.Notice, "restarted") {
 					t.Errorf("the damaging run: %+v, %v; want exit 3 and the restart notice", res, err)
 				}
-				wantOK(t, run(t, k, "print('next')"), "next\n")
+				wantOK(t, run(t, k, "print('next')\n!echo notebook"), "next\nnotebook\n")
 				wantInternalDir(t, sbx, "worker.py")
+				wantInternalDir(t, sbx, "notebook.py")
 				wantMineKept(t, sbx)
 			})
 		}
@@ -82,7 +83,7 @@ func TestInternalDirRepaired(t *testing.T) {
 // code's own /work/mine.
 func wantMineKept(t testing.TB, sbx sandbox.Sandbox) {
 	t.Helper()
-	for _, n := range []string{"main.py", "worker.py"} {
+	for _, n := range []string{"main.py", "worker.py", "notebook.py"} {
 		rc, err := sbx.ReadFile(context.Background(), "/work/mine/"+n)
 		if err != nil {
 			continue // not this case

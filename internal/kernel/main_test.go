@@ -137,3 +137,22 @@ func hostProcesses(marker string) []int {
 	}
 	return pids
 }
+
+// modes are the two ways terp runs code.
+var modes = []struct {
+	name  string
+	fresh bool
+}{{"kernel", false}, {"script", true}}
+
+// eachMode runs f in a subtest per mode, each with a sandbox and a kernel of
+// its own.
+func eachMode(t *testing.T, f func(t *testing.T, k *Kernel, sbx sandbox.Sandbox)) {
+	t.Helper()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			sbx := newSandbox(t)
+			f(t, startKernel(t, sbx, Options{Fresh: m.fresh}), sbx)
+		})
+	}
+}

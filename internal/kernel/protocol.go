@@ -19,6 +19,10 @@ import (
 //
 //	{"nonce": "<32 hex digits, new for every run>", "code": "<python source>"}
 //
+// The code is a notebook cell: Python, or Python with IPython's syntax
+// (`!cmd`, `%magic`), which the worker's notebook layer makes Python when
+// the cell does not compile as it is.
+//
 // Responses, worker to terp, are frames on the worker's stdout: a header
 // line, then exactly n raw bytes (no newline after them):
 //
@@ -94,10 +98,12 @@ type doneMsg struct {
 	// Interrupted says a SIGINT reached the run while its code ran.
 	Interrupted bool `json:"interrupted"`
 	// Figures are the files (relative to /work) the run's open matplotlib
-	// figures were saved as, by plt.show() or after the run.
+	// figures were saved as, by plt.show() or after the run, and the images
+	// display() saved.
 	Figures []string `json:"figures"`
-	// Value is the repr of the cell's last expression, as printed at the
-	// end of its stdout; nil when it had none (or it was None).
+	// Value is what the cell's last expression showed (its repr, or what
+	// display() shows of it), as printed at the end of its stdout; nil when
+	// it had none (or it was None).
 	Value *string `json:"value"`
 	// Signal is the signal that ended a fresh-mode run's process, 0 if it
 	// exited (ExitCode is then 128+Signal, as a shell gives it).

@@ -5,7 +5,10 @@
 // runs. Kernel mode runs the code in the worker itself, like the Jupyter
 // kernels behind other code interpreters: variables, imports and DataFrames
 // survive, the heavy imports are paid once, and matplotlib figures are saved
-// as PNG files. Both sit on the sandbox interface alone, so every backend can host them.
+// as PNG files. Both run code written in a Jupyter notebook's habits, as the
+// models were trained to write it: IPython's `!cmd`, `%magic` and `%%magic`
+// syntax, display() and get_ipython() (notebook.py), at no cost to plain
+// code. Both sit on the sandbox interface alone, so every backend can host them.
 package kernel
 
 import (
@@ -40,8 +43,10 @@ type Result struct {
 	ExitCode int
 	// Stdout and Stderr are cut to their bounds, keeping head and tail.
 	Stdout, Stderr string
-	// Value is the repr of the code's last expression (kernel mode), which
-	// Stdout ends with; "" when it had none.
+	// Value is what the code's last expression showed (kernel mode): its
+	// repr, or what display() shows of it (the source of a Markdown object,
+	// the file a Figure was saved as), which Stdout ends with; "" when it
+	// had none.
 	Value    string
 	TimedOut bool
 	// Notice, when set, tells the model something about the run it must

@@ -21,8 +21,19 @@ import (
 //go:embed worker.py
 var workerSource string
 
-// workerPath is where the worker's source lives inside the sandbox.
-var workerPath = path.Join(sandbox.WorkDir, InternalDir, "worker.py")
+// notebookSource is the worker's notebook layer (IPython's syntax, magics
+// and display()), which the worker reads at start and runs only when a run
+// needs it. A file of its own, so that worker.py stays whole by itself (it
+// also runs alone, for a repair).
+//
+//go:embed notebook.py
+var notebookSource string
+
+// workerPath and notebookPath are where they live inside the sandbox.
+var (
+	workerPath   = path.Join(sandbox.WorkDir, InternalDir, "worker.py")
+	notebookPath = path.Join(sandbox.WorkDir, InternalDir, "notebook.py")
+)
 
 // How long terp waits for a worker that should be going away: after the
 // frame stream ended, for the process to exit by itself, and after SIGKILL,
@@ -81,8 +92,12 @@ func (s *runSink) writer(kind string) io.Writer {
 // and ready is closed when the interpreter has started; the prewarm imports
 // go on in the worker's own thread. ctx bounds the process's life.
 func startWorker(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*worker, error) {
-	if err := writeInternal(ctx, sbx, workerPath, workerSource); err != nil {
-		return nil, fmt.Errorf("write the Python worker: %w", err)
+	// One after the other: a repair of the directory (writeInternal) must
+	// not run twice at once.
+	for _, f := range []struct{ path, source string }{{notebookPath, notebookSource}, {workerPath, workerSource}} {
+		if err := writeInternal(ctx, sbx, f.path, f.source); err != nil {
+			return nil, fmt.Errorf("write the Python worker: %w", err)
+		}
 	}
 	nonce := newNonce()
 	cmd := []string{"python3", workerPath, "--nonce", nonce}

@@ -36,7 +36,24 @@ compiles it, and forks a child that runs it as the main program of a clean
 interpreter (FreshWorker), with the run's pipes on fd 1 and 2, then sends the
 child's exit status in done. SIGINT kills the child at once. There is no
 prewarm, no figure saving and no value shown: a run is `python3 main.py`,
-minus the interpreter's and the sandbox's start.
+minus the interpreter's and the sandbox's start. The notebook layer works
+there too: a cell's IPython syntax is made Python in this process, before
+the fork, and the child gets the builtins; nothing a child does reaches
+this process, so no run leaves anything for the next.
+
+The notebook layer. The code is written for a Jupyter notebook: IPython's
+`!cmd`, `%magic` and `%%magic` syntax, display() and get_ipython(). That
+layer lives in notebook.py, which terp writes next to this file; this file
+only hooks it in, so that a cell that uses none of it pays nothing. Its
+source is read into memory at start (code that overwrites the file changes
+nothing) and compiled only on first use (Notebook): when a cell does not
+compile, to turn its IPython syntax into Python (compile first: plain code
+compiles as before, and IPython's syntax is never valid Python), when the
+code calls display() or uses get_ipython()'s shell (both builtins), when a
+trailing value is more than a plain builtin type, and when the code imports
+IPython (the real one, patched as it is imported, or terp's stand-in when
+there is none) or ace_tools. This file runs alone too (`--repair`), so it
+never needs notebook.py to start.
 
 Prewarm. The modules named by --prewarm are imported in a thread of their
 own, and the ready frame does not wait for them: a run that imports nothing
@@ -74,6 +91,7 @@ import linecache
 import os
 import re
 import signal
+import site
 import stat
 import sys
 import threading
@@ -89,13 +107,26 @@ WORK_DIR = "/work"
 CHUNK = 64 << 10  # largest out/err frame payload
 MAX_REPR = 20000  # characters of a trailing expression's repr shown
 READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
-BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see BackendFinder
+BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see hook_matplotlib
 PR_SET_CHILD_SUBREAPER = 36
 PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
 PREWARM_THREAD = "terp-prewarm"  # the thread that makes the prewarm imports
+NOTEBOOK_FILE = os.path.join(WORK_DIR, ".terp", "notebook.py")  # the notebook layer
+NOTEBOOK_MODULE = "_terp_notebook"  # its name in sys.modules once loaded
+NOTEBOOK_CACHE = os.path.join(WORK_DIR, ".terp", "notebook.cache")  # its compiled code
 
-# Frames of this file are dropped from tracebacks shown to the model.
+# Where the packages a run installs go: the user site under PYTHONUSERBASE,
+# which terp sets to the conversation's package directory (internal/egress
+# UserBase), so that they survive steps and pauses like files.
+USER_SITE = site.getusersitepackages()
+
+# Values of these types are shown as their repr without the notebook layer,
+# which shows anything else as Jupyter would (a Figure as an image).
+PLAIN_VALUES = frozenset({int, float, str, bytes, bool, list, tuple, dict, set})
+
+# Frames of terp's own files are dropped from tracebacks shown to the model.
 WORKER_FILE = sys._getframe().f_code.co_filename
+TERP_FILES = frozenset({WORKER_FILE, NOTEBOOK_FILE})
 
 
 class Channel:
@@ -175,6 +206,7 @@ class Worker:
         # the thread looking finished in Python 3.11, and the next cell would
         # not wait.
         self.prewarmed = None
+        self.notebook = None  # the notebook layer (Notebook), set in main
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         # Replacing the module makes pickle, `if __name__ == "__main__"` and
@@ -207,6 +239,7 @@ class Worker:
             t.start()
             readers.append(t)
         self.std.bind()
+        add_user_site()
         # A mask the last run left would keep this one from being interrupted.
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         exit_code = self.execute(code, "<cell %d>" % self.cell)
@@ -278,7 +311,7 @@ class Worker:
         # Registered for tracebacks: functions defined here may fail later.
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:
-            body, last, imports = compile_cell(code, filename)
+            body, last, imports = self.notebook.compile(lambda c: compile_cell(c, filename, code), code)
         except Exception as e:  # SyntaxError, null bytes, too deeply nested
             import traceback
 
@@ -287,18 +320,13 @@ class Worker:
         try:
             signal.signal(signal.SIGINT, self.on_sigint)
             try:
-                if imports and self.prewarmed is not None:
-                    # Modules half imported by the prewarm thread are in
-                    # sys.modules, where code that looks there (matplotlib.use
-                    # does) takes them for imported: code that imports more
-                    # than the standard library (which imports none of them)
-                    # waits for the prewarm, at full speed during a run.
-                    self.prewarmed.wait()
+                if imports:
+                    self.await_prewarm()
                 exec(body, self.ns)
                 if last is not None:
                     value = eval(last, self.ns)
                     if value is not None:
-                        self.value = show_value(value)
+                        self.value = self.show(value)
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
         except SystemExit as e:
@@ -309,6 +337,24 @@ class Worker:
             print_exception(e)
             return 1
         return 0
+
+    def await_prewarm(self):
+        """Waits for the prewarm imports to end. Modules half imported by the
+        prewarm thread are in sys.modules, where code that looks there
+        (matplotlib.use does) takes them for imported: code that imports
+        more than the standard library (which imports none of them) waits
+        for the prewarm, at full speed during a run."""
+        if self.prewarmed is not None:
+            self.prewarmed.wait()
+
+    def show(self, value):
+        """Shows a cell's last value, as Jupyter would, and returns the text
+        shown. A plain builtin type is its repr; anything else goes through
+        the notebook layer's formatter, which knows display hooks
+        (_repr_markdown_ and the like) and saves a Figure as an image."""
+        if type(value) in PLAIN_VALUES:
+            return show_value(value)
+        return self.notebook.load().show_value(value)
 
     # --- figures -----------------------------------------------------------
 
@@ -365,8 +411,9 @@ class FreshWorker(Worker):
         write_script(code, self.log)
         try:
             # Compiled here, not in the child: a first compile in a new
-            # process costs milliseconds, in this one microseconds.
-            compiled = compile(code, SCRIPT, "exec", dont_inherit=True)
+            # process costs milliseconds, in this one microseconds. The
+            # notebook layer's transform, pure, runs here too.
+            compiled = self.notebook.compile(lambda c: compile(c, SCRIPT, "exec", dont_inherit=True), code)
         except Exception as e:  # SyntaxError, null bytes, too deeply nested
             compiled = e
         pipes = (os.pipe(), os.pipe())
@@ -420,7 +467,10 @@ class FreshWorker(Worker):
         main = types.ModuleType("__main__")
         main.__dict__.update(__builtins__=builtins, __file__=SCRIPT, __cached__=None)
         sys.modules["__main__"] = main
+        self.ns = main.__dict__
         sys.argv = [SCRIPT]
+        self.notebook.install_builtins()
+        add_user_site()
         try:
             if isinstance(compiled, BaseException):
                 raise compiled
@@ -429,15 +479,17 @@ class FreshWorker(Worker):
         except SystemExit as e:
             status = exit_status(e.code)
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too
-            tb = e.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename == WORKER_FILE:
-                tb = tb.tb_next  # this file's frames: the code's come after
-            e.__traceback__ = tb  # the hook prints the exception's own
-            try:
-                sys.excepthook(type(e), e, tb)
-            except BaseException:  # noqa: BLE001
-                sys.__excepthook__(type(e), e, tb)
-            status = 130 if isinstance(e, KeyboardInterrupt) else 1
+            if is_usage_error(e):
+                write_quietly(sys.stderr, usage_error_text(e))
+                status = 1
+            else:
+                tb = without_terp_frames(e.__traceback__)
+                e.__traceback__ = tb  # the hook prints the exception's own
+                try:
+                    sys.excepthook(type(e), e, tb)
+                except BaseException:  # noqa: BLE001
+                    sys.__excepthook__(type(e), e, tb)
+                status = 130 if isinstance(e, KeyboardInterrupt) else 1
         # As the interpreter does at exit: wait for the threads the code
         # left running, then run its atexit functions, then flush.
         for step in (getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)):
@@ -520,16 +572,18 @@ def exit_code_of(status):
     return os.waitstatus_to_exitcode(status)
 
 
-def compile_cell(code, filename):
+def compile_cell(code, filename, source=None):
     """Compiles code as a notebook cell: all but a trailing expression, which
     is compiled apart so its value can be shown, unless a ';' ends it. It
-    also says whether the cell imports anything but the standard library."""
+    also says whether the cell imports anything but the standard library.
+    source is the cell as written when code is that cell with its IPython
+    syntax made Python: a ';' ending what the model wrote hides the value."""
     import ast
 
     tree = ast.parse(code, filename, "exec")
     imports = any(not stdlib_only(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(code):
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(source or code):
         last = ast.Expression(tree.body.pop().value)
         last = compile(last, filename, "eval", dont_inherit=True)
     return compile(tree, filename, "exec", dont_inherit=True), last, imports
@@ -576,10 +630,15 @@ def show_value(value):
     """Prints the repr of a cell's last expression, as the cell's last
     output, and returns it (for the done frame: an export shows it as the
     cell's value)."""
-    text = repr(value)
+    text = cut_repr(repr(value))
+    sys.stdout.write(text + "\n")
+    return text
+
+
+def cut_repr(text):
+    """text, cut at MAX_REPR characters, saying so."""
     if len(text) > MAX_REPR:
         text = text[:MAX_REPR] + "\n[... repr cut at %d of %d characters ...]" % (MAX_REPR, len(text))
-    sys.stdout.write(text + "\n")
     return text
 
 
@@ -597,10 +656,13 @@ def exit_status(code):
 
 
 def print_exception(e):
-    """Prints e's traceback without this file's frames, so the model sees its
-    own code and the libraries it called, as with `python3 file`."""
+    """Prints e's traceback without terp's frames, so the model sees its own
+    code and the libraries it called, as with `python3 file`."""
     import traceback
 
+    if is_usage_error(e):
+        write_quietly(sys.stderr, usage_error_text(e))
+        return
     try:
         te = traceback.TracebackException(type(e), e, e.__traceback__, compact=True)
         strip_worker_frames(te, set())
@@ -618,11 +680,37 @@ def strip_worker_frames(te, seen):
     if te is None or id(te) in seen:
         return
     seen.add(id(te))
-    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != WORKER_FILE])
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename not in TERP_FILES])
     strip_worker_frames(te.__cause__, seen)
     strip_worker_frames(te.__context__, seen)
     for sub in getattr(te, "exceptions", None) or ():
         strip_worker_frames(sub, seen)
+
+
+def without_terp_frames(tb):
+    """tb's chain of frames without those of terp's files."""
+    head = last = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename not in TERP_FILES:
+            if last is None:
+                head = tb
+            else:
+                last.tb_next = tb
+            last = tb
+        tb = tb.tb_next
+    if last is not None:
+        last.tb_next = None
+    return head
+
+
+def is_usage_error(e):
+    """Whether e is the notebook layer's UsageError: the model misused a
+    magic, which IPython reports without a traceback."""
+    return getattr(type(e), "terp_usage", False) is True
+
+
+def usage_error_text(e):
+    return "UsageError: %s\n" % (e,)
 
 
 class StdStreams:
@@ -678,19 +766,26 @@ def flush(*streams):
             pass
 
 
-FIGURE_NAME = re.compile(r"figure_(\d+)\.png$")
+FIGURE_NAME = re.compile(r"figure_(\d+)\.(?:png|jpg)$")
 
 
 def save_figure(fig):
-    """Saves fig as the next free /work/figure_N.png, never overwriting a
-    file, so a restarted worker continues the numbering."""
+    """Saves fig as the next free /work/figure_N.png."""
+    return save_image(lambda f: fig.savefig(f, format="png"), "png")
+
+
+def save_image(write, ext):
+    """Saves an image as the next free /work/figure_N.<ext>, written by
+    write(file), never overwriting a file, so a restarted worker continues
+    the numbering. PNG and JPEG files share it: the images display() saves
+    are numbered with the figures."""
     n = 1
     for name in os.listdir(WORK_DIR):
         m = FIGURE_NAME.match(name)
         if m:
             n = max(n, int(m.group(1)) + 1)
     while True:
-        name = "figure_%d.png" % n
+        name = "figure_%d.%s" % (n, ext)
         path = os.path.join(WORK_DIR, name)
         try:
             f = open(path, "xb")
@@ -699,7 +794,7 @@ def save_figure(fig):
             continue
         try:
             with f:
-                fig.savefig(f, format="png")
+                write(f)
         except BaseException:
             os.unlink(path)
             raise
@@ -772,37 +867,30 @@ def kill_descendants(log):
     log("processes still alive after the run: %s" % descendants(me))
 
 
-# --- matplotlib ----------------------------------------------------------------
+# --- imports -------------------------------------------------------------------
 
 
-class BackendFinder:
-    """Provides terp's matplotlib backend without a file and without
-    importing matplotlib before the code does.
+class ImportHooks:
+    """A finder, first on sys.meta_path, that serves terp's own modules and
+    runs terp's code right after some modules are imported, without
+    importing anything before the code does.
 
-    MPLBACKEND names the module BACKEND; this finder builds it on import. It
-    also restores the inherited MPLBACKEND once matplotlib has read it, so a
-    `python3 plot.py` the code starts in a subprocess gets the usual Agg
-    instead of a module it cannot import, and it marks the figures the code
-    saves itself once matplotlib.figure is imported (see track_savefig).
+    serve maps a module name to the loader that builds it. after maps one
+    to a function called with the module as soon as it is executed, before
+    any importer binds its names: matplotlib's are set up that way (see
+    hook_matplotlib), and IPython's display and get_ipython are replaced
+    with terp's before `from IPython.display import display` can get them.
     """
 
-    def __init__(self, worker, inherited):
-        self.worker = worker
-        self.inherited = inherited
+    def __init__(self):
+        self.serve = {}
+        self.after = {}
         self.busy = False
-        # What to do once a module is imported, by name.
-        self.after = {"matplotlib": self.restore_backend, "matplotlib.figure": track_savefig}
-
-    def restore_backend(self, module):
-        if os.environ.get("MPLBACKEND") == "module://" + BACKEND:
-            if self.inherited is None:
-                os.environ.pop("MPLBACKEND", None)
-            else:
-                os.environ["MPLBACKEND"] = self.inherited
 
     def find_spec(self, name, path, target=None):
-        if name == BACKEND:
-            return importlib.machinery.ModuleSpec(name, BackendLoader(self.worker))
+        loader = self.serve.get(name)
+        if loader is not None:
+            return importlib.machinery.ModuleSpec(name, loader)
         after = self.after.get(name)
         if after is None or self.busy:
             return None
@@ -827,6 +915,35 @@ class BackendFinder:
 
             spec.loader.exec_module = exec_then
         return spec
+
+
+# --- matplotlib ----------------------------------------------------------------
+
+
+def hook_matplotlib(hooks, worker):
+    """Provides terp's matplotlib backend without a file and without
+    importing matplotlib before the code does.
+
+    MPLBACKEND names the module BACKEND, which hooks builds on import. The
+    inherited MPLBACKEND is restored once matplotlib has read it, so a
+    `python3 plot.py` the code starts in a subprocess gets the usual Agg
+    instead of a module it cannot import, and the figures the code saves
+    itself are marked once matplotlib.figure is imported (see
+    track_savefig).
+    """
+    inherited = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "module://" + BACKEND
+
+    def restore_backend(module):
+        if os.environ.get("MPLBACKEND") == "module://" + BACKEND:
+            if inherited is None:
+                os.environ.pop("MPLBACKEND", None)
+            else:
+                os.environ["MPLBACKEND"] = inherited
+
+    hooks.serve[BACKEND] = BackendLoader(worker)
+    hooks.after["matplotlib"] = restore_backend
+    hooks.after["matplotlib.figure"] = track_savefig
 
 
 def track_savefig(figure_module):
@@ -875,6 +992,218 @@ class BackendLoader:
         module.FigureCanvas = FigureCanvasAgg
         module.FigureManager = FigureManagerBase
         module.show = show
+
+
+# --- packages ------------------------------------------------------------------
+
+
+def add_user_site():
+    """Puts USER_SITE, where %pip installs, on sys.path once it exists,
+    before the system's packages as Python's site does at start, so that a
+    package a run installed (with %pip or a pip of its own) can be imported
+    by the next, and one pip upgraded shadows Debian's. Costs one stat
+    until then."""
+    if USER_SITE in sys.path or not os.path.isdir(USER_SITE):
+        return
+    site.addsitedir(USER_SITE)  # appends it and runs its .pth files
+    for i, entry in enumerate(sys.path):
+        if entry.endswith(("site-packages", "dist-packages")) and entry != USER_SITE:
+            sys.path.remove(USER_SITE)
+            sys.path.insert(i, USER_SITE)
+            break
+
+
+# --- the notebook layer --------------------------------------------------------
+
+
+class Notebook:
+    """The notebook layer, notebook.py: its source, read when the worker
+    starts, and its module, compiled and run at its first use, so that a
+    run that uses none of it pays nothing. What uses it: a cell that does
+    not compile (compile), display() and get_ipython()'s shell (builtins,
+    see install_builtins), a trailing value of more than a plain type
+    (Worker.show), and imports of IPython and ace_tools (hook_notebook).
+    """
+
+    def __init__(self, worker, source):
+        self.worker = worker
+        self.source = source  # None when it could not be read
+        self.module = None
+        self.shell = TerpShell(self)
+
+    def load(self):
+        if self.module is None:
+            if self.source is None:
+                raise RuntimeError("terp's notebook layer (%s) could not be read when Python started" % NOTEBOOK_FILE)
+            module = types.ModuleType(NOTEBOOK_MODULE)
+            module.__file__ = NOTEBOOK_FILE
+            # For tracebacks, whatever the code did to the file since.
+            linecache.cache[NOTEBOOK_FILE] = (len(self.source), None, self.source.splitlines(True), NOTEBOOK_FILE)
+            exec(self.code(), module.__dict__)
+            module.attach(types.SimpleNamespace(
+                worker=self.worker,
+                get_ipython=self.get_ipython,
+                compile_cell=compile_cell,
+                save_figure=save_figure,
+                save_image=save_image,
+                cut_repr=cut_repr,
+                add_user_site=add_user_site,
+                work_dir=WORK_DIR,
+                files=TERP_FILES,
+                print_exception=print_exception,
+            ))
+            # Its classes (the SList a `!cmd` returns) can then be pickled.
+            sys.modules[NOTEBOOK_MODULE] = module
+            self.module = module
+        return self.module
+
+    def code(self):
+        """notebook.py compiled. Compiling it costs some 20 ms, which every
+        fresh-mode run that uses the layer would pay again, so the first
+        process that compiles it leaves the code in NOTEBOOK_CACHE, under a
+        key made of the Python and the source read at start, for the other
+        runs and the next worker. Loading it costs under a millisecond."""
+        import marshal
+        import zlib
+
+        source = self.source.encode("utf-8", "surrogatepass")
+        key = b"terp notebook %s %d %08x\n" % (sys.version.encode(), len(source), zlib.crc32(source))
+        try:
+            with open(NOTEBOOK_CACHE, "rb") as f:
+                data = f.read()
+            if data.startswith(key):
+                return marshal.loads(data[len(key):])
+        except (OSError, ValueError, EOFError, TypeError):
+            pass  # none yet, or not this source's: compiled anew
+        code = compile(self.source, NOTEBOOK_FILE, "exec", dont_inherit=True)
+        tmp = "%s.%d" % (NOTEBOOK_CACHE, os.getpid())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with open(fd, "wb") as f:
+                f.write(key + marshal.dumps(code))
+            os.replace(tmp, NOTEBOOK_CACHE)  # whole, for a run reading it meanwhile
+        except OSError as e:
+            self.worker.log("cannot cache the notebook layer's code: %s" % e)
+        return code
+
+    def compile(self, compile_code, code):
+        """Returns compile_code(code), or, when code does not compile, what
+        compile_code gives for the cell with its IPython syntax made Python.
+        Compiling first keeps plain code from ever loading the layer, and
+        IPython's syntax is never valid Python."""
+        try:
+            return compile_code(code)
+        except SyntaxError as e:
+            error = e
+        if self.source is None:
+            raise error
+        return self.load().recompile(compile_code, code, error)
+
+    def get_ipython(self):
+        """Returns terp's IPython shell, as get_ipython() does in a notebook."""
+        return self.shell
+
+    def display(self, *objs, **kwargs):
+        """Shows objs as a notebook would, as text in the output: an image
+        (a matplotlib Figure) is saved as /work/figure_N.png."""
+        return self.load().display(*objs, **kwargs)
+
+    def install_builtins(self):
+        """Makes get_ipython() and display() builtins, as they are in a
+        notebook, for every cell or script."""
+        builtins.get_ipython = self.get_ipython
+        builtins.display = self.display
+
+
+class TerpShell:
+    """What get_ipython() returns: a stand-in that loads the notebook
+    layer's shell at the first use of one of its attributes. Libraries call
+    get_ipython() only to see whether they run in a notebook (pandas does
+    when it is imported, and at every repr of a DataFrame in a session),
+    which must cost nothing; they find no ZMQInteractiveShell, so they do
+    not try widgets."""
+
+    __slots__ = ("_notebook",)
+
+    def __init__(self, notebook):
+        object.__setattr__(self, "_notebook", notebook)
+
+    def __getattr__(self, name):
+        if name == "kernel":
+            # pandas asks when it is imported (hasattr) whether it runs in
+            # a Jupyter kernel, to choose how wide it prints tables. The
+            # answer is no, as before get_ipython() was a builtin, and it
+            # needs nothing loaded.
+            raise AttributeError(name)
+        return getattr(self._notebook.load().shell(), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._notebook.load().shell(), name, value)
+
+    def __dir__(self):
+        return dir(self._notebook.load().shell())
+
+    def __repr__(self):
+        return "<terp's IPython shell>"
+
+
+class NotebookLoader:
+    """Builds a module of the notebook layer's (ace_tools, terp's stand-in
+    for IPython) when the code imports it."""
+
+    def __init__(self, notebook):
+        self.notebook = notebook
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        self.notebook.load().exec_shim(module)
+
+
+class IPythonShim:
+    """The last finder on sys.meta_path: when no other finds IPython (the
+    Docker image has none), it serves the notebook layer's stand-in, so that
+    `from IPython.display import display, Markdown` works as in a notebook.
+    Its submodules are served only under that stand-in, never beside a real
+    IPython."""
+
+    def __init__(self, notebook):
+        self.notebook = notebook
+
+    def find_spec(self, name, path, target=None):
+        if name != "IPython" and not (name.startswith("IPython.") and
+                                      getattr(sys.modules.get("IPython"), "__terp_shim__", False)):
+            return None
+        # A loader per module: ImportHooks wraps the loader of a module it
+        # patches.
+        return self.notebook.load().shim_spec(name, NotebookLoader(self.notebook))
+
+
+# The modules the notebook layer serves ahead of any installed one, and
+# those of IPython's it patches as they are imported.
+NOTEBOOK_MODULES = ("ace_tools", "caas_jupyter_tools")
+IPYTHON_PATCHED = ("IPython.core.getipython", "IPython.core.display_functions")
+
+
+def hook_notebook(hooks, notebook):
+    loader = NotebookLoader(notebook)
+    for name in NOTEBOOK_MODULES:
+        hooks.serve[name] = loader
+    for name in IPYTHON_PATCHED:
+        hooks.after[name] = lambda module: notebook.load().patch(module)
+    sys.meta_path.append(IPythonShim(notebook))
+
+
+def read_notebook(log):
+    """Returns notebook.py's source, or None if it cannot be read: the
+    worker runs plain code all the same."""
+    try:
+        with open(NOTEBOOK_FILE, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, ValueError) as e:
+        log("cannot read %s: %s" % (NOTEBOOK_FILE, e))
+        return None
 
 
 # --- start-up ------------------------------------------------------------------
@@ -1017,6 +1346,7 @@ def main():
 
     chan = Channel(frames_fd, lambda msg: write_quietly(diag, "terp worker: %s\n" % msg))
     worker = (FreshWorker if fresh else Worker)(chan, diag, devnull)
+    worker.notebook = Notebook(worker, read_notebook(worker.log))
     worker.std.bind()
 
     def in_forked_child():
@@ -1031,13 +1361,17 @@ def main():
     os.chdir(WORK_DIR)
     sys.path[0] = WORK_DIR  # not /work/.terp, this file's directory
     sys.argv = [""]
+    hooks = ImportHooks()
+    sys.meta_path.insert(0, hooks)
+    hook_notebook(hooks, worker.notebook)
     if not fresh:
         # A child that reaches the interpreter's exit anyway leaves before
         # the std streams are flushed. (A fresh-mode child exits on its own.)
         atexit.register(worker.exit_if_forked, 0)
-        inherited = os.environ.get("MPLBACKEND")
-        os.environ["MPLBACKEND"] = "module://" + BACKEND
-        sys.meta_path.insert(0, BackendFinder(worker, inherited))
+        hook_matplotlib(hooks, worker)
+        # A fresh-mode child gets them itself (run_script), this process
+        # being the same for every run.
+        worker.notebook.install_builtins()
         # What every cell needs. Not after the ready frame, in the main
         # thread, while the prewarm thread may hold a module lock of one of
         # them (inspect imports ast and tokenize) and wait for an idle core
