@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terpdev/terp/internal/sandbox"
 )
 
 func TestParseHeader(t *testing.T) {
@@ -172,7 +171,9 @@ func TestStrictFrames(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &worker{readyNonce: "cc", ready: make(chan struct{}), gone: make(chan struct{})}
-			w.begin(&runSink{nonce: "aa", out: sandbox.NewCapture(100), err: sandbox.NewCapture(100), done: make(chan doneMsg, 1)})
+			s := newRunSink(Options{MaxStdout: 100, MaxStderr: 100}, nil)
+			s.nonce = "aa"
+			w.begin(s)
 			err := w.dispatch(newFrameReader(strings.NewReader(tt.stream)))
 			if tt.want == "" {
 				if err != io.EOF {

@@ -277,13 +277,7 @@ func (k *Kernel) drop(w *worker) {
 // runOn sends code to a ready worker and waits for its done frame, a
 // timeout, ctx or the worker's end, whichever comes first.
 func (k *Kernel) runOn(ctx context.Context, w *worker, code string, timeout time.Duration) (Result, error) {
-	s := &runSink{
-		nonce: newNonce(),
-		out:   sandbox.NewCapture(k.opt.MaxStdout),
-		err:   sandbox.NewCapture(k.opt.MaxStderr),
-		live:  startFeed(outputFunc(ctx)),
-		done:  make(chan doneMsg, 1),
-	}
+	s := newRunSink(k.opt, startFeed(outputFunc(ctx)))
 	// WithOutput's function is never called once Run has returned.
 	defer s.live.stop()
 	w.begin(s)

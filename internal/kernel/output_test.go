@@ -112,3 +112,47 @@ func TestScriptCancelKeepsTheOutput(t *testing.T) {
 		t.Fatalf("Run = %+v, %v; want cancelled with the output so far", res, err)
 	}
 }
+
+// What the model reads of a run is what a terminal would show: a line
+// redrawn with carriage returns 3,000 times is its last state, colour codes
+// are gone, both before the head-and-tail bound, which then holds the
+// useful text whole. The live feed still gets the raw pieces.
+func TestOutputIsWhatATerminalShows(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			k := startKernel(t, newSandbox(t), Options{Fresh: m.fresh, MaxStdout: 300, MaxStderr: 300})
+			code := `import sys
+for i in range(3000):
+    print(f"\rprogress {i * 100 // 2999:3d}%", end="", flush=True)
+print()
+for i in range(3):
+    sys.stderr.write(f"\r  {i}/3 |{'#' * i}{' ' * (3 - i)}|")
+sys.stderr.write("\r100%|###| 3/3\n")
+print("\x1b[1;32mresult\x1b[0m 42 \x1b]0;a title\x07done")
+`
+			var raw strings.Builder
+			var mu sync.Mutex
+			ctx := WithOutput(context.Background(), func(o Output) {
+				mu.Lock()
+				raw.WriteString(o.Text)
+				mu.Unlock()
+			})
+			res, err := k.Run(ctx, code, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 0 || res.Stdout != "progress 100%\nresult 42 done\n" || res.Stderr != "100%|###| 3/3\n" {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant the last state of each line, without escapes", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// (A slow reader may miss pieces of the feed; this one is fast,
+			// but only the rawness is checked.)
+			if n := strings.Count(raw.String(), "\rprogress"); n < 2 || !strings.Contains(raw.String(), "\x1b[1;32m") {
+				t.Errorf("the live feed got %d redraws and no colour code, want the raw stream", n)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/sanitize"
 )
 
 // workerSource is the Python side of the kernel. It is written into every
@@ -69,23 +70,80 @@ type worker struct {
 // runSink is where the frames of the run in progress go.
 type runSink struct {
 	nonce    string
-	out, err *sandbox.Capture
+	out, err *runStream
 	live     *feed        // the run's WithOutput function; nil if none
 	done     chan doneMsg // buffered, receives the run's done frame
 	finished bool         // done arrived; later frames are stray
 }
 
+// newRunSink makes the sink of a run whose output is bounded by opt, and
+// whose live feed (nil for none) gets it as it comes.
+func newRunSink(opt Options, live *feed) *runSink {
+	return &runSink{
+		nonce: newNonce(),
+		out:   newRunStream(opt.MaxStdout),
+		err:   newRunStream(opt.MaxStderr),
+		live:  live,
+		done:  make(chan doneMsg, 1),
+	}
+}
+
 // writer is where the payload of an out or err frame goes: the run's
-// capture, and its WithOutput function if it has one.
+// stream, and its WithOutput function if it has one.
 func (s *runSink) writer(kind string) io.Writer {
-	c, stream := s.out, Stdout
+	rs, stream := s.out, Stdout
 	if kind == kindErr {
-		c, stream = s.err, Stderr
+		rs, stream = s.err, Stderr
 	}
 	if s.live == nil {
-		return c
+		return rs
 	}
-	return io.MultiWriter(c, feedWriter{f: s.live, stream: stream})
+	return io.MultiWriter(rs, feedWriter{f: s.live, stream: stream})
+}
+
+// runStream is one of a run's streams as the model reads it: what a
+// terminal would leave of it (sanitize.Screen: a progress bar redrawn with
+// carriage returns 3,000 times is its last state, colour codes are gone),
+// cut to its bound, head and tail. The bound applies to the rendered text,
+// so that it holds what a person would read. The live feed gets the raw
+// pieces, for a screen of its own to draw; the record keeps what the model
+// read.
+type runStream struct {
+	mu     sync.Mutex // the frame reader writes, Run reads at the end
+	screen *sanitize.Screen
+	c      *sandbox.Capture
+}
+
+func newRunStream(limit int) *runStream {
+	c := sandbox.NewCapture(limit)
+	return &runStream{screen: sanitize.NewScreen(c), c: c}
+}
+
+// Write renders p onto the stream. It never fails: the Capture behind it
+// does not.
+func (r *runStream) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = r.screen.Write(p)
+	return len(p), nil
+}
+
+// String is the stream's text: its unfinished last line as it stands, then
+// everything kept. Writes may follow (a note terp adds), and start a new
+// line of the screen.
+func (r *runStream) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.screen.Flush()
+	return r.c.String()
+}
+
+// Total is how many bytes of rendered text the stream holds, kept or not.
+func (r *runStream) Total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.screen.Flush()
+	return r.c.Total()
 }
 
 // startWorker writes the worker's source and starts it. It returns at once,

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ var shellChecks = []check{
 	{"NoNetwork", noNetwork},
 	{"Kernel", kernelMode},
 	{"DataDirHolds", dataDirHolds},
+	{"NotebookCells", notebookCells},
 }
 
 func python(t *testing.T, b sandbox.Backend, _ Commands) {
@@ -130,5 +132,45 @@ python3 -c 'import os; print(os.path.samefile("/work", "/mnt/data"))'`
 	}
 	if _, err := sbx.ReadFile(ctx(t), "/tmp/data"); err == nil {
 		t.Error("ReadFile /tmp/data succeeded")
+	}
+}
+
+// notebookCells runs a cell written as notebook-trained models write it, in
+// both modes: /mnt/data, shell escapes, display() of an IPython.display
+// object (IPython's own where the sandbox has it, terp's stand-in where it
+// does not) and a file saved under /mnt/data that terp reads under /work.
+func notebookCells(t *testing.T, b sandbox.Backend, _ Commands) {
+	sbx := create(t, b)
+	write(t, sbx, "/work/sales.csv", []byte("month,revenue\n1,10\n2,32\n"))
+	code := `import pandas as pd
+df = pd.read_csv('/mnt/data/sales.csv')
+!ls /mnt/data
+names = !ls /work
+print(names)
+!false
+from IPython.display import display, Markdown
+display(Markdown('**total** %d' % df.revenue.sum()))
+df.to_csv('/mnt/data/out_%s.csv' % mode, index=False)
+`
+	for _, mode := range []string{"kernel", "script"} {
+		k, err := kernel.Start(ctx(t), sbx, kernel.Options{Fresh: mode == "script"})
+		if err != nil {
+			t.Fatalf("kernel.Start: %v", err)
+		}
+		res, err := k.Run(ctx(t), "mode = "+strconv.Quote(mode)+"\n"+code, 60*time.Second)
+		_ = k.Close()
+		if err != nil {
+			t.Fatalf("%s: Run: %v", mode, err)
+		}
+		want := "sales.csv\n['sales.csv']\n**total** 42\n"
+		if mode == "script" {
+			want = "out_kernel.csv\nsales.csv\n['out_kernel.csv', 'sales.csv']\n**total** 42\n"
+		}
+		if res.ExitCode != 0 || res.Stdout != want {
+			t.Errorf("%s: exit %d stdout %q stderr %q, want stdout %q", mode, res.ExitCode, res.Stdout, res.Stderr, want)
+		}
+		if got := string(read(t, sbx, "/work/out_"+mode+".csv")); got != "month,revenue\n1,10\n2,32\n" {
+			t.Errorf("%s: /work/out_%s.csv = %q", mode, mode, got)
+		}
 	}
 }
