@@ -16,8 +16,9 @@ LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # of BenchmarkKernelVsJupyter in internal/kernel;
 # chromium opens the web pages terp writes, the exported conversation and
 # the batch report, see internal/terptest/browsertest).
-# util-linux brings prlimit, which limits root's sandboxes.
-DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib
+# util-linux brings prlimit, which limits root's sandboxes; python3-pip is
+# what %pip install runs in the sandbox (the allowlist mode's package index).
+DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib python3-pip
 TEST_DEBS := $(DEBS) tmux postgresql python3-nbformat python3-nbclient python3-ipykernel chromium
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # The npm package of the tests that run real Node.js clients (TestNodeSDK:

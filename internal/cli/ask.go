@@ -39,7 +39,7 @@ var runFlags = []string{
 	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
 	"file-size-limit", "max-download-size", "max-download-total",
 	"provider", "tool-dialect", "context-window", "max-tokens", "max-time",
-	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow",
+	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow", "network-trusted-ranges",
 }
 
 func newCmdAsk(f *Factory, runF func(context.Context, *askOptions) error) *cobra.Command {

@@ -46,7 +46,7 @@ type localServer struct {
 }
 
 // doctorFlags are the settings doctor checks.
-var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template", "network", "network-allow"}
+var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template", "network", "network-allow", "network-trusted-ranges"}
 
 func newCmdDoctor(f *Factory) *cobra.Command {
 	opts := &doctorOptions{f: f, probeTimeout: 3 * time.Minute, local: f.localServers()}

@@ -44,7 +44,7 @@ type mcpOptions struct {
 var mcpConfigFlags = []string{
 	"sandbox", "exec-mode", "prewarm", "timeout", "sandbox-timeout", "max-stdout", "max-stderr",
 	"memory-limit", "process-limit", "file-size-limit", "max-download-size",
-	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow",
+	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow", "network-trusted-ranges",
 }
 
 // mcpTokenEnv holds the bearer token HTTP clients must send.

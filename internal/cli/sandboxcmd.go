@@ -82,6 +82,7 @@ Live sandboxes are closed when serve stops; paused ones stay on disk.`,
 	cmd.Flags().StringVar(&listen, "listen", defaultServeAddr, "address to listen on")
 	cmd.Flags().StringVar(&tokenEnv, "token-env", "CPUOS_API_KEY", "variable holding the bearer token clients must send")
 	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback listen address")
+	addConfigFlags(cmd, "network-trusted-ranges")
 	return cmd
 }
 
