@@ -117,11 +117,11 @@ func (w *world) dial(ctx context.Context, network, addr string) (net.Conn, error
 	return d.DialContext(ctx, network, w.services[port])
 }
 
-// startProxy serves a proxy for patterns in w on loopback TCP and returns
-// its URL.
+// startProxy serves a proxy for patterns in w (trusting w.trusted) on
+// loopback TCP and returns its URL.
 func startProxy(t *testing.T, w *world, patterns ...string) (*Proxy, *url.URL) {
 	t.Helper()
-	p, err := New(patterns, WithNet(w.resolve, w.dial))
+	p, err := New(patterns, WithNet(w.resolve, w.dial), WithTrustedRanges(w.trusted))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,17 +269,7 @@ func TestProxyTrustedRanges(t *testing.T) {
 	w := newWorld(t)
 	w.names["mirror.test"] = []netip.Addr{netip.MustParseAddr("10.20.0.7")}
 	w.trusted = []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}
-	p, err := New([]string{"mirror.test", "internal.test", "evil.test"}, WithNet(w.resolve, w.dial), WithTrustedRanges(w.trusted))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.Serve(l) }()
-	t.Cleanup(func() { _ = p.Close() })
-	pu := &url.URL{Scheme: "http", Host: l.Addr().String()}
+	_, pu := startProxy(t, w, "mirror.test", "internal.test", "evil.test")
 	resp, err := client(pu).Get("https://mirror.test/simple/")
 	if err != nil {
 		t.Fatal(err)
