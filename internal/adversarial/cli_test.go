@@ -102,7 +102,10 @@ open("/work/\x1b[31mevil.txt", "w").write("x")
 			}
 		}
 	}
-	if !strings.Contains(r.stdout, "done ^[]52") || !strings.Contains(r.stderr, "^[]0;pwned") {
+	// The model's answer is shown with its escapes made visible; the
+	// code's output reaches the model, and so the progress, as a terminal
+	// would have left it, its sequences gone and the rest neutralized.
+	if !strings.Contains(r.stdout, "done ^[]52") || !strings.Contains(r.stderr, "│ red\ufffdblue1m") {
 		t.Errorf("the neutralized text is not shown:\nstdout %q\nstderr %q", r.stdout, r.stderr)
 	}
 }

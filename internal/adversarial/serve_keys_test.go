@@ -296,7 +296,7 @@ func serveIntact(t *testing.T, fx *serveFixture) {
 		paths = append(paths, f.Path)
 	}
 	slices.Sort(paths)
-	if !slices.Equal(paths, []string{"/work/alice.csv", "/work/notes.txt", "/work/out.txt"}) {
+	if !slices.Equal(paths, []string{"/mnt/data/alice.csv", "/mnt/data/notes.txt", "/mnt/data/out.txt"}) {
 		t.Errorf("alice's container holds %q; want her alice.csv, notes.txt and out.txt", paths)
 	}
 	for _, f := range []struct {

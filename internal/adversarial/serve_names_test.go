@@ -65,12 +65,13 @@ func badName(name string) string {
 }
 
 // badWorkPath says what is wrong with p as the path of an uploaded file in
-// a container, which is /work and one plain name, or "".
+// a container, which is /mnt/data (the container's /work, as OpenAI's
+// containers name it) and one plain name, or "".
 func badWorkPath(p string) string {
-	name, ok := strings.CutPrefix(p, "/work/")
+	name, ok := strings.CutPrefix(p, "/mnt/data/")
 	switch {
 	case !ok:
-		return "it is not in /work"
+		return "it is not in /mnt/data"
 	case len(name) > 255:
 		return "its name is longer than a file name can be"
 	}
@@ -262,7 +263,7 @@ func servePathsInURLs(t *testing.T, g *gateway, cntr string) {
 		}
 	}
 	list := g.as(t, g.alice, call{method: "GET", path: "/v1/containers/" + cntr + "/files"})
-	if !strings.Contains(list.body, `"/work/passwd"`) {
+	if !strings.Contains(list.body, `"/mnt/data/passwd"`) {
 		t.Errorf("/work/passwd, uploaded as ../../etc/passwd, is gone after the deletes by path: %s", list.body)
 	}
 }
