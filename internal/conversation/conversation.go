@@ -26,8 +26,8 @@ import (
 // conversation with the same /work. A save that fails is retried at every
 // later one (see save), never the end of a turn.
 //
-// Its methods are safe for concurrent use; turns run one at a time (Ask
-// returns ErrBusy while one runs).
+// Its methods are safe for concurrent use; turns run one at a time (see the
+// package doc for what waits for a turn and what is refused).
 type Conversation struct {
 	ID string
 
@@ -41,9 +41,11 @@ type Conversation struct {
 	runner kernel.Runner
 	agent  *agent.Agent
 
-	// turn is held by the running turn; running counts the turns and file
-	// jobs in flight, for Close to wait on.
-	turn    sync.Mutex
+	// turn is the turn lock, a semaphore of one taken through lockTurn: a
+	// channel, not a sync.Mutex, so that a caller waiting for it can give
+	// up when its context ends. running counts the turns and file jobs in
+	// flight, for Close to wait on.
+	turn    chan struct{}
 	running sync.WaitGroup
 	// earlier and past describe what was asked before it was opened.
 	earlier int
@@ -77,9 +79,45 @@ type Conversation struct {
 	send    func(agent.Event)
 }
 
-// ErrBusy is returned by Ask while another turn of the same conversation
-// runs.
+// ErrBusy is returned by a turn or a run (Turn, Ask, Continue, Run) while
+// another of the same conversation runs.
 var ErrBusy = errors.New("the conversation is busy with another question; wait for it to finish or cancel it")
+
+// onBusy is what lockTurn does when another holds the turn lock.
+type onBusy int
+
+const (
+	// refuse returns ErrBusy at once: for turns and runs, which a server
+	// must answer 409 rather than queue behind the one that runs.
+	refuse onBusy = iota
+	// wait waits for the lock as long as the context allows: for the
+	// rest, which are quick once the turn is over.
+	wait
+)
+
+// lockTurn takes the turn lock, which orders everything that reads or
+// changes the agent (its history, settings, sandbox and runner), and
+// returns the function that lets it go. When another holds it, a turn is
+// refused and anything else waits, as busy says; a wait that ctx ends
+// returns ctx's error without the lock. A free lock is taken whatever ctx
+// says: the caller finds out about its context soon enough.
+func (c *Conversation) lockTurn(ctx context.Context, busy onBusy) (unlock func(), err error) {
+	unlock = func() { <-c.turn }
+	select {
+	case c.turn <- struct{}{}:
+		return unlock, nil
+	default:
+	}
+	if busy == refuse {
+		return nil, ErrBusy
+	}
+	select {
+	case c.turn <- struct{}{}:
+		return unlock, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 // warn tells the user something that did not stop the conversation: at once
 // as an agent.Notice when a turn is running, and in the next Turn.Warnings

@@ -12,20 +12,27 @@ import (
 // agent.Config.ClientTools. They are not stored with the conversation: they
 // belong to the caller's requests, so a front-end that resumes it sets them
 // again. A set the agent refuses (a tool named run_python) leaves the tools
-// as they were. It waits for a running turn to end.
-func (c *Conversation) SetClientTools(tools []llm.Tool) error {
-	c.turn.Lock()
-	defer c.turn.Unlock()
+// as they were. It waits for a running turn to end, or returns ctx's error
+// first.
+func (c *Conversation) SetClientTools(ctx context.Context, tools []llm.Tool) error {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return c.agent.SetClientTools(tools)
 }
 
 // PendingCalls returns the client tool calls that wait for Continue, also
 // those of a resumed conversation that was stored waiting. It waits for a
-// running turn to end.
-func (c *Conversation) PendingCalls() []llm.ToolCall {
-	c.turn.Lock()
-	defer c.turn.Unlock()
-	return c.agent.PendingCalls()
+// running turn to end, or returns ctx's error first.
+func (c *Conversation) PendingCalls(ctx context.Context) ([]llm.ToolCall, error) {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return c.agent.PendingCalls(), nil
 }
 
 // Continue goes on with a turn that ended on client tool calls

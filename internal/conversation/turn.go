@@ -62,10 +62,11 @@ func (c *Conversation) Ask(ctx context.Context, question string, send func(agent
 // turn heard first, the sandbox readied and let go, the files downloaded,
 // the warnings gathered.
 func (c *Conversation) runTurn(ctx context.Context, send func(agent.Event), call func(context.Context, func(agent.Event)) (agent.Result, error)) (Turn, error) {
-	if !c.turn.TryLock() {
-		return Turn{Result: agent.Result{StopReason: agent.Errored}}, ErrBusy
+	unlock, err := c.lockTurn(ctx, refuse)
+	if err != nil {
+		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
 	}
-	defer c.turn.Unlock()
+	defer unlock()
 	if send == nil {
 		send = func(agent.Event) {}
 	}
@@ -120,28 +121,42 @@ func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), cal
 }
 
 // SetModel switches the model of the following turns, and of the record.
-// It waits for a running turn to end.
-func (c *Conversation) SetModel(name string) {
-	c.turn.Lock()
-	defer c.turn.Unlock()
+// It waits for a running turn to end, or returns ctx's error first.
+func (c *Conversation) SetModel(ctx context.Context, name string) error {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c.setModel(name)
+	return nil
+}
+
+// setModel is SetModel for a caller that holds the turn lock.
+func (c *Conversation) setModel(name string) {
 	c.agent.SetModel(name)
 	c.recMu.Lock()
 	c.cfg.Model = name
 	c.recMu.Unlock()
 }
 
-// SetMaxSteps changes the step cap of the following turns. It waits for a
-// running turn to end.
-func (c *Conversation) SetMaxSteps(n int) {
+// SetMaxSteps changes the step cap of the following turns; a cap below one
+// changes nothing. It waits for a running turn to end, or returns ctx's
+// error first.
+func (c *Conversation) SetMaxSteps(ctx context.Context, n int) error {
 	if n <= 0 {
-		return
+		return nil
 	}
-	c.turn.Lock()
-	defer c.turn.Unlock()
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c.agent.SetMaxSteps(n)
 	c.recMu.Lock()
 	c.cfg.MaxSteps = n
 	c.recMu.Unlock()
+	return nil
 }
 
 // Info describes a conversation for a status line or a listing.
@@ -448,20 +463,28 @@ func (c *Conversation) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
 }
 
 // History is the conversation as the model has it: every message of every
-// turn, code and output included.
-func (c *Conversation) History() []llm.Message {
-	c.turn.Lock()
-	defer c.turn.Unlock()
-	return c.agent.Messages()
+// turn, code and output included. It waits for a running turn to end, or
+// returns ctx's error first.
+func (c *Conversation) History(ctx context.Context) ([]llm.Message, error) {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return c.agent.Messages(), nil
 }
 
 // Rewind makes the next turn go on from messages, a history an earlier
 // History returned (nil starts afresh), with /work as it is now: for a
 // front-end whose client names the turn it continues (the Responses API's
-// previous_response_id), which need not be the last one.
+// previous_response_id), which need not be the last one. It waits for a
+// running turn to end, or returns ctx's error first.
 func (c *Conversation) Rewind(ctx context.Context, messages []llm.Message) error {
-	c.turn.Lock()
-	defer c.turn.Unlock()
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := c.begin(ctx); err != nil {
 		return err
 	}

@@ -194,7 +194,10 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 	}
 	defer s.use(r.Context(), c)()
 	if model != "" && model != c.conv.Info().Model {
-		c.conv.SetModel(model)
+		if err := c.conv.SetModel(r.Context(), model); err != nil {
+			conversationError(w, err)
+			return
+		}
 	}
 	if req.Model == "" {
 		req.Model = c.conv.Info().Model

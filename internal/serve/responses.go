@@ -336,8 +336,8 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		}
 		return // else the client is gone: nobody to answer
 	}
-	if resp.Store {
-		s.keep(r.Context(), &storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp})
+	if history, err := c.conv.History(r.Context()); resp.Store && err == nil {
+		s.keep(r.Context(), &storedResponse{owner: owner, container: c.ID, history: history, object: resp})
 	}
 	s.change(r.Context(), c, func(rec *state.Container) { rec.Last = resp.ID })
 	if !req.Stream {
@@ -431,9 +431,14 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 		}
 	}
 	if req.Model != "" {
-		tr.cont.conv.SetModel(req.Model)
+		if err := tr.cont.conv.SetModel(ctx, req.Model); err != nil {
+			return nil, &paramError{err: err}
+		}
 	}
-	if err := tr.cont.conv.SetClientTools(tr.tools); err != nil {
+	if err := tr.cont.conv.SetClientTools(ctx, tr.tools); err != nil {
+		if ctx.Err() != nil {
+			return nil, &paramError{err: err}
+		}
 		return nil, badParam("tools", err.Error())
 	}
 	return tr, nil
