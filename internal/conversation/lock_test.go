@@ -3,6 +3,7 @@ package conversation
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,10 @@ func TestWaitingForATurn(t *testing.T) {
 		{"SetClientTools", func(ctx context.Context, c *Conversation) error {
 			return c.SetClientTools(ctx, []llm.Tool{weather})
 		}},
+		{"Put", func(ctx context.Context, c *Conversation) error {
+			_, err := c.Put(ctx, "data.csv", strings.NewReader("a,b\n"))
+			return err
+		}},
 	}
 	c, release, done := heldTurn(t)
 
@@ -88,6 +93,9 @@ func TestWaitingForATurn(t *testing.T) {
 		results[i] = make(chan error, 1)
 		go func() { results[i] <- tc.call(ctx(t), c) }()
 	}
+	// A call that does not wait returns within the pause; one that waits
+	// never does, so the pause can miss a fault but never make one up.
+	time.Sleep(100 * time.Millisecond)
 	early := make([]bool, len(calls))
 	for i, tc := range calls {
 		select {

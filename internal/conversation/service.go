@@ -15,10 +15,10 @@
 // refused at once with ErrBusy while another holds it: a server answers a
 // second request for the same conversation 409 rather than queue it behind
 // a turn that may take minutes. Everything else that needs it (History,
-// PendingCalls, Rewind, Restart and the setters) waits for it as long as its
-// context allows, and returns the context's error when that ends first.
-// Info, Paused and Warnings never wait for a turn, nor do Files, ReadFile,
-// Download and RemoveFile, which touch only the sandbox.
+// PendingCalls, Rewind, Restart, Upload, Put and the setters) waits for it as
+// long as its context allows, and returns the context's error when that ends
+// first. Info, Paused and Warnings never wait for a turn, nor do Files,
+// ReadFile, Download and RemoveFile, which touch only the sandbox.
 //
 // Words, used the same way everywhere: a conversation is the questions,
 // answers, steps and /work of one line of inquiry, live or stored; its

@@ -262,8 +262,17 @@ func (c *Conversation) Put(ctx context.Context, name string, r io.Reader) (strin
 }
 
 // put keeps r as the upload name, recorded as from origin (a host path, or
-// "" when it came over the network), and writes it to /work.
+// "" when it came over the network), and writes it to /work. The agent
+// lists the upload to the model with the next question and looks at /work
+// anew, which must not happen while a turn runs (it would race with the
+// turn's own look at /work), so put waits for a running turn to end, or
+// returns ctx's error first.
 func (c *Conversation) put(ctx context.Context, name, origin string, r io.Reader) (string, error) {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	if err := c.begin(ctx); err != nil {
 		return "", err
 	}
