@@ -15,17 +15,18 @@ import (
 // gives up on it: a failure, never a measure of speed.
 const guard = 30 * time.Second
 
-// heldTurn opens a conversation whose first turn stays in the model until
-// the returned release is called; the turn has begun when heldTurn returns,
-// and its outcome comes on done.
-func heldTurn(t *testing.T) (c *Conversation, release func(), done <-chan error) {
+// heldTurn opens a conversation whose first turn, asking "one", stays in
+// the model until the returned release is called; the turn has begun when
+// heldTurn returns, and its outcome comes on done. The model answers the
+// requests after it with then.
+func heldTurn(t *testing.T, then ...llmtest.Step) (c *Conversation, s *llmtest.Server, release func(), done <-chan error) {
 	t.Helper()
 	entered, held := make(chan struct{}), make(chan struct{})
-	s := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+	s = llmtest.New(t, append([]llmtest.Step{func(llmtest.Request) llmtest.Reply {
 		close(entered)
 		<-held
 		return llmtest.Answer("first")
-	})
+	}}, then...)...)
 	w := newWorld(t, s)
 	c, err := w.svc.Open(ctx(t), w.cfg, Options{Origin: "serve"})
 	if err != nil {
@@ -46,7 +47,7 @@ func heldTurn(t *testing.T) (c *Conversation, release func(), done <-chan error)
 		}
 	}
 	t.Cleanup(release)
-	return c, release, ended
+	return c, s, release, ended
 }
 
 // Everything but a turn or a run waits for the running turn, and gives up
@@ -71,7 +72,7 @@ func TestWaitingForATurn(t *testing.T) {
 			return err
 		}},
 	}
-	c, release, done := heldTurn(t)
+	c, _, release, done := heldTurn(t)
 
 	for _, tc := range calls {
 		waiting, cancel := context.WithCancel(ctx(t))

@@ -11,10 +11,11 @@
 // A conversation is safe for concurrent use under one locking policy. Its
 // turn lock orders everything that reads or changes what the model has (the
 // history, the settings, the sandbox and runner the agent uses), and is taken
-// in one place, one of two ways. Turns and runs (Ask, Continue, Run) are
-// refused at once with ErrBusy while another holds it: a server answers a
-// second request for the same conversation 409 rather than queue it behind
-// a turn that may take minutes. Everything else that needs it (History,
+// in one place, one of two ways. Turns and runs (Turn, Ask, Continue, Run)
+// are refused at once with ErrBusy while another holds it: a server answers
+// a second request for the same conversation 409 rather than queue it behind
+// a turn that may take minutes; the settings a turn brings (TurnRequest) are
+// applied under the lock with it. Everything else that needs it (History,
 // PendingCalls, Rewind, Restart, Upload, Put and the setters) waits for it as
 // long as its context allows, and returns the context's error when that ends
 // first. Info, Paused and Warnings never wait for a turn, nor do Files,

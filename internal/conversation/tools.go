@@ -37,12 +37,9 @@ func (c *Conversation) PendingCalls(ctx context.Context) ([]llm.ToolCall, error)
 
 // Continue goes on with a turn that ended on client tool calls
 // (agent.ClientToolCalls): it hands the caller's outputs, and question when
-// it is not empty, to the agent (see agent.Agent.Continue), then downloads
-// the files the code saved, exactly as Ask does. Outputs that do not match
-// the pending calls are refused with an error wrapping
-// agent.ErrUnmatchedOutputs, and the calls stay pending.
+// it is not empty, to the agent, then downloads the files the code saved,
+// exactly as Ask does: Turn with outputs (see TurnRequest.Outputs). With no
+// outputs it is Ask.
 func (c *Conversation) Continue(ctx context.Context, outputs []agent.ClientOutput, question string, send func(agent.Event)) (Turn, error) {
-	return c.runTurn(ctx, send, func(ctx context.Context, send func(agent.Event)) (agent.Result, error) {
-		return c.agent.Continue(ctx, outputs, question, send)
-	})
+	return c.Turn(ctx, TurnRequest{Question: question, Outputs: outputs, Send: send})
 }

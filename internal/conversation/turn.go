@@ -29,9 +29,16 @@ type Turn struct {
 	// Warnings are what the user should know that did not end the turn, in
 	// the order they happened: the agent's notices (Result.Notices), saves
 	// that failed, files that were not downloaded, and what happened
-	// between turns. Each was also sent to Ask's send as an agent.Notice,
-	// so a front-end that shows the events has shown them all.
+	// between turns. Each was also sent to the turn's send function as an
+	// agent.Notice, so a front-end that shows the events has shown them
+	// all.
 	Warnings []string
+	// History is the conversation as the model has it once the turn is
+	// over, as History would return it then: a front-end that keeps it to
+	// rewind to later (TurnRequest.Rewind) has this turn's, never that of
+	// a turn another request ran after it. It is empty when the turn was
+	// refused.
+	History []llm.Message
 }
 
 // File is a file downloaded from the sandbox.
@@ -47,26 +54,60 @@ type File struct {
 // SandboxPath is where the file was in the sandbox.
 func (f File) SandboxPath() string { return path.Join(sandbox.WorkDir, f.Name) }
 
-// Ask runs one turn, sending its events to send (which may be nil), then
-// downloads the files the code saved, whatever the outcome, even after the
-// context was cancelled: they are the user's results. A turn's error comes
-// back with the Turn filled in as far as it got.
-func (c *Conversation) Ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
-	return c.runTurn(ctx, send, func(ctx context.Context, send func(agent.Event)) (agent.Result, error) {
-		return c.agent.Ask(ctx, question, send)
-	})
+// TurnRequest is one turn with the settings it runs with. Turn applies them
+// under the turn lock, once the sandbox is ready and just before the agent
+// runs, so that no other request comes between them and their turn, and a
+// turn that is refused changes none of them. Each holds for the following
+// turns too, as a setter's would.
+type TurnRequest struct {
+	// Question is what the user asks; it may be empty only with Outputs.
+	Question string
+	// Outputs answer the client tool calls the last turn ended on
+	// (agent.ClientToolCalls). With any, the turn goes on with them, and
+	// with Question when it is not empty (see agent.Agent.Continue);
+	// outputs that do not match the pending calls are refused with an
+	// error wrapping agent.ErrUnmatchedOutputs, and the calls stay pending.
+	// Without, the turn asks Question, and calls still pending are closed
+	// as calls the client gave no result for.
+	Outputs []agent.ClientOutput
+	// Model is the model of this turn and the following ones; "" keeps
+	// the conversation's.
+	Model string
+	// ClientTools, when not nil, replaces the function tools the caller
+	// runs itself (see SetClientTools); a pointer to an empty list removes
+	// them. A list the agent would refuse (agent.CheckClientTools) refuses
+	// the turn with an InputError.
+	ClientTools *[]llm.Tool
+	// Rewind, when not nil, makes the turn go on from that history (one
+	// History or Turn.History returned) instead of from the last turn, as
+	// Rewind does: /work stays as it is, and a pointer to an empty history
+	// starts afresh. Outputs answer the calls the rewound history ends on.
+	Rewind *[]llm.Message
+	// Send receives the turn's events; it may be nil.
+	Send func(agent.Event)
 }
 
-// runTurn runs a turn the agent's call starts (Ask's, or Continue's), with
-// one lifecycle for both: one turn at a time, what happened since the last
-// turn heard first, the sandbox readied and let go, the files downloaded,
-// the warnings gathered.
-func (c *Conversation) runTurn(ctx context.Context, send func(agent.Event), call func(context.Context, func(agent.Event)) (agent.Result, error)) (Turn, error) {
+// Turn runs one turn as req says: its settings applied, its question asked
+// or its client outputs handed back, its events sent to req.Send. Then it
+// downloads the files the code saved, whatever the outcome, even after the
+// context was cancelled: they are the user's results. It is refused at once
+// with ErrBusy while another turn or run of the conversation goes on, and
+// with an InputError when req.ClientTools cannot be offered, before
+// anything changes. A turn's error comes back with the Turn filled in as
+// far as it got.
+func (c *Conversation) Turn(ctx context.Context, req TurnRequest) (Turn, error) {
+	refused := Turn{Result: agent.Result{StopReason: agent.Errored}}
+	if req.ClientTools != nil {
+		if err := agent.CheckClientTools(*req.ClientTools); err != nil {
+			return refused, &InputError{err}
+		}
+	}
 	unlock, err := c.lockTurn(ctx, refuse)
 	if err != nil {
-		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
+		return refused, err
 	}
 	defer unlock()
+	send := req.Send
 	if send == nil {
 		send = func(agent.Event) {}
 	}
@@ -84,17 +125,30 @@ func (c *Conversation) runTurn(ctx context.Context, send func(agent.Event), call
 		c.warnMu.Unlock()
 	}()
 
-	turn, err := c.runAgent(ctx, send, call)
+	turn, err := c.runAgent(ctx, send, req)
 	turn.Warnings = append(append([]string(nil), turn.Result.Notices...), c.Warnings()...)
+	turn.History = c.agent.Messages()
 	return turn, err
 }
 
-// runAgent runs the agent's call on a ready sandbox, then the downloads.
-func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), call func(context.Context, func(agent.Event)) (agent.Result, error)) (Turn, error) {
+// Ask runs one turn that asks question, sending its events to send (which
+// may be nil), with the settings the conversation has: Turn with only a
+// question.
+func (c *Conversation) Ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
+	return c.Turn(ctx, TurnRequest{Question: question, Send: send})
+}
+
+// runAgent runs req's turn on a ready sandbox, then the downloads. The
+// caller holds the turn lock.
+func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), req TurnRequest) (Turn, error) {
 	if err := c.begin(ctx); err != nil {
 		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
 	}
-	res, err := call(ctx, func(e agent.Event) {
+	if err := c.apply(ctx, req); err != nil {
+		c.end()
+		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
+	}
+	record := func(e agent.Event) {
 		if o, ok := e.(agent.ToolOutput); ok && o.Value != "" {
 			c.recMu.Lock()
 			if c.rec.Values == nil {
@@ -104,7 +158,14 @@ func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), cal
 			c.recMu.Unlock()
 		}
 		send(e)
-	})
+	}
+	var res agent.Result
+	var err error
+	if len(req.Outputs) > 0 {
+		res, err = c.agent.Continue(ctx, req.Outputs, req.Question, record)
+	} else {
+		res, err = c.agent.Ask(ctx, req.Question, record)
+	}
 	c.end()
 	turn := Turn{Result: res}
 	if c.keepFiles {
@@ -118,6 +179,28 @@ func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), cal
 		c.warn(dlErr.Error())
 	}
 	return turn, err
+}
+
+// apply makes req's settings the conversation's, for its turn and the
+// following ones. The caller holds the turn lock and has readied the
+// sandbox, which a rewind looks at; the client tools were checked before
+// the lock was taken, so that only a sandbox that fails a rewind's look at
+// /work can fail it.
+func (c *Conversation) apply(ctx context.Context, req TurnRequest) error {
+	if req.Rewind != nil {
+		if err := c.rewind(ctx, *req.Rewind); err != nil {
+			return err
+		}
+	}
+	if req.ClientTools != nil {
+		if err := c.agent.SetClientTools(*req.ClientTools); err != nil {
+			return &InputError{err}
+		}
+	}
+	if req.Model != "" {
+		c.setModel(req.Model)
+	}
+	return nil
 }
 
 // SetModel switches the model of the following turns, and of the record.
@@ -498,6 +581,12 @@ func (c *Conversation) Rewind(ctx context.Context, messages []llm.Message) error
 		return err
 	}
 	defer c.end()
+	return c.rewind(ctx, messages)
+}
+
+// rewind is Rewind for a caller that holds the turn lock and has readied
+// the sandbox.
+func (c *Conversation) rewind(ctx context.Context, messages []llm.Message) error {
 	c.recMu.Lock()
 	usage, steps := c.rec.Usage, c.rec.Steps
 	c.recMu.Unlock()
