@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/store"
 )
 
 // guard is how long a test waits for a call that must return before it
@@ -122,5 +126,107 @@ func TestWaitingForATurn(t *testing.T) {
 		case <-time.After(guard):
 			t.Errorf("%s never went ahead after the turn", tc.name)
 		}
+	}
+}
+
+// failingStore is a store whose saves fail while fail is set, as those to a
+// full disk do.
+type failingStore struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (s *failingStore) Save(rec *store.Conversation) error {
+	if s.fail.Load() {
+		return errors.New("no space left on device")
+	}
+	return s.Store.Save(rec)
+}
+
+// A turn's send function may be a network write to a slow client (terp
+// serve's stream of events): while it is held up telling that a save
+// failed, wherever the save was (a step's, the first run's, a woken
+// sandbox's), no lock of the conversation but the turn's is held, so Info,
+// Kept and the next save go ahead meanwhile.
+func TestASlowSendHoldsNoLock(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []llmtest.Step
+		// before runs ahead of the turn whose save fails.
+		before func(t *testing.T, c *Conversation)
+	}{
+		{name: "a step's save", steps: []llmtest.Step{llmtest.Fixed(llmtest.Answer("done"))}},
+		{name: "the first run's save", steps: []llmtest.Step{
+			llmtest.Fixed(llmtest.RunPython("print hi")), llmtest.Fixed(llmtest.Answer("done"))}},
+		{name: "a woken sandbox's save",
+			steps: []llmtest.Step{llmtest.Fixed(llmtest.Answer("one")), llmtest.Fixed(llmtest.Answer("done"))},
+			before: func(t *testing.T, c *Conversation) {
+				if _, err := c.Ask(ctx(t), "one", nil); err != nil {
+					t.Fatal(err)
+				}
+				for deadline := time.Now().Add(guard); !c.Paused(); time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the idle conversation's sandbox was never paused")
+					}
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, llmtest.New(t, tt.steps...))
+			st := &failingStore{Store: w.store}
+			w.svc.store = st
+			w.cfg.IdlePause = 10 * time.Millisecond
+			c, err := w.svc.Open(ctx(t), w.cfg, Options{Origin: "serve", KeepFiles: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Its warnings are the failed save's and its recovery's.
+			t.Cleanup(func() { c.Close(context.Background()) })
+			if tt.before != nil {
+				tt.before(t, c)
+			}
+
+			st.fail.Store(true)
+			heard, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			send := func(e agent.Event) {
+				if n, ok := e.(agent.Notice); ok && strings.Contains(n.Text, "no space left on device") {
+					once.Do(func() { close(heard) })
+					<-release
+				}
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Ask(ctx(t), "two", send)
+				done <- err
+			}()
+			defer func() {
+				close(release)
+				if err := <-done; err != nil {
+					t.Errorf("the turn: %v", err)
+				}
+			}()
+			select {
+			case <-heard:
+			case err := <-done:
+				t.Fatalf("the turn ended (%v) without telling of the failed save", err)
+			case <-time.After(guard):
+				t.Fatal("the failed save was never told")
+			}
+
+			meanwhile := make(chan struct{})
+			go func() {
+				c.Info()
+				c.Kept()
+				c.save()
+				close(meanwhile)
+			}()
+			select {
+			case <-meanwhile:
+			case <-time.After(guard):
+				t.Error("Info, Kept and a save waited for the turn's send: it was called under a lock of the conversation")
+			}
+		})
 	}
 }

@@ -19,7 +19,11 @@
 // PendingCalls, Rewind, Restart, Upload, Put and the setters) waits for it as
 // long as its context allows, and returns the context's error when that ends
 // first. Info, Paused and Warnings never wait for a turn, nor do Files,
-// ReadFile, Download and RemoveFile, which touch only the sandbox.
+// ReadFile, Download and RemoveFile, which touch only the sandbox. A turn's
+// send function runs under no lock of the conversation but the turn lock: a
+// warning found under another (a save that failed) is queued and sent once
+// that is let go, so that a slow client (a server's stream of events) holds
+// up only its own turn.
 //
 // Words, used the same way everywhere: a conversation is the questions,
 // answers, steps and /work of one line of inquiry, live or stored; its

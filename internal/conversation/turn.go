@@ -112,21 +112,11 @@ func (c *Conversation) Turn(ctx context.Context, req TurnRequest) (Turn, error) 
 		send = func(agent.Event) {}
 	}
 	// What happened since the last turn is heard first.
-	c.warnMu.Lock()
-	c.send = send
-	before := c.pending
-	c.warnMu.Unlock()
-	for _, w := range before {
-		send(agent.Notice{Text: w})
-	}
-	defer func() {
-		c.warnMu.Lock()
-		c.send = nil
-		c.warnMu.Unlock()
-	}()
+	c.startTelling(send)
+	defer c.stopTelling() // for a turn that panicked; after the one below it does nothing
 
 	turn, err := c.runAgent(ctx, send, req)
-	turn.Warnings = append(append([]string(nil), turn.Result.Notices...), c.Warnings()...)
+	turn.Warnings = append(append([]string(nil), turn.Result.Notices...), c.stopTelling()...)
 	turn.History = c.agent.Messages()
 	return turn, err
 }
@@ -413,6 +403,7 @@ func (c *Conversation) RemoveFile(ctx context.Context, name string) error {
 	c.update(func(r *store.Conversation) {
 		r.Inputs = slices.DeleteFunc(r.Inputs, func(f store.File) bool { return f.Name == rel })
 	})
+	c.tell() // a turn may be running: it hears of a save that failed
 	_ = c.svc.store.RemoveInput(c.ID, rel)
 	return nil
 }
@@ -530,6 +521,7 @@ func (c *Conversation) download(ctx context.Context, files []sandbox.FileInfo) (
 			r.Downloads = appendStored(r.Downloads, store.File{Name: f.Name, Path: abs, Bytes: f.Bytes})
 		}
 	})
+	c.tell()
 	if len(errs) > 0 {
 		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
 	}
@@ -594,5 +586,6 @@ func (c *Conversation) rewind(ctx context.Context, messages []llm.Message) error
 		return err
 	}
 	c.update(func(r *store.Conversation) { r.Messages = slices.Clone(messages) })
+	c.tell()
 	return nil
 }
