@@ -129,14 +129,16 @@ func TestWaitingForATurn(t *testing.T) {
 	}
 }
 
-// failingStore is a store whose saves fail while fail is set, as those to a
-// full disk do.
-type failingStore struct {
+// testStore is a store that counts the saves, which fail while fail is
+// set, as those to a full disk do.
+type testStore struct {
 	store.Store
-	fail atomic.Bool
+	fail  atomic.Bool
+	saves atomic.Int64
 }
 
-func (s *failingStore) Save(rec *store.Conversation) error {
+func (s *testStore) Save(rec *store.Conversation) error {
+	s.saves.Add(1)
 	if s.fail.Load() {
 		return errors.New("no space left on device")
 	}
@@ -174,7 +176,7 @@ func TestASlowSendHoldsNoLock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t, llmtest.New(t, tt.steps...))
-			st := &failingStore{Store: w.store}
+			st := &testStore{Store: w.store}
 			w.svc.store = st
 			w.cfg.IdlePause = 10 * time.Millisecond
 			c, err := w.svc.Open(ctx(t), w.cfg, Options{Origin: "serve", KeepFiles: true})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -80,8 +81,10 @@ type TurnRequest struct {
 	ClientTools *[]llm.Tool
 	// Rewind, when not nil, makes the turn go on from that history (one
 	// History or Turn.History returned) instead of from the last turn, as
-	// Rewind does: /work stays as it is, and a pointer to an empty history
-	// starts afresh. Outputs answer the calls the rewound history ends on.
+	// Rewind does: /work stays as it is, a pointer to an empty history
+	// starts afresh, and one to the history the conversation has already
+	// changes nothing, so a front-end may give the history it means with
+	// every turn. Outputs answer the calls the rewound history ends on.
 	Rewind *[]llm.Message
 	// Send receives the turn's events; it may be nil.
 	Send func(agent.Event)
@@ -561,8 +564,9 @@ func (c *Conversation) History(ctx context.Context) ([]llm.Message, error) {
 // Rewind makes the next turn go on from messages, a history an earlier
 // History returned (nil starts afresh), with /work as it is now: for a
 // front-end whose client names the turn it continues (the Responses API's
-// previous_response_id), which need not be the last one. It waits for a
-// running turn to end, or returns ctx's error first.
+// previous_response_id), which need not be the last one. A rewind to the
+// history it has already changes nothing. It waits for a running turn to
+// end, or returns ctx's error first.
 func (c *Conversation) Rewind(ctx context.Context, messages []llm.Message) error {
 	unlock, err := c.lockTurn(ctx, wait)
 	if err != nil {
@@ -577,8 +581,15 @@ func (c *Conversation) Rewind(ctx context.Context, messages []llm.Message) error
 }
 
 // rewind is Rewind for a caller that holds the turn lock and has readied
-// the sandbox.
+// the sandbox. A rewind to the history the conversation has already is
+// none: it costs no look at /work and no save, so that a front-end may give
+// the history it means with every turn (terp serve gives the one its
+// client's previous_response_id names, mostly the last), deciding nothing
+// outside the turn lock.
 func (c *Conversation) rewind(ctx context.Context, messages []llm.Message) error {
+	if sameMessages(messages, c.agent.Messages()) {
+		return nil
+	}
 	c.recMu.Lock()
 	usage, steps := c.rec.Usage, c.rec.Steps
 	c.recMu.Unlock()
@@ -588,4 +599,17 @@ func (c *Conversation) rewind(ctx context.Context, messages []llm.Message) error
 	c.update(func(r *store.Conversation) { r.Messages = slices.Clone(messages) })
 	c.tell()
 	return nil
+}
+
+// sameMessages reports whether a and b are the same history, no tool calls
+// the same as an empty list of them, as a history kept as JSON comes back.
+// Any other difference counts, so that a field added to llm.Message one day
+// can only cost a rewind that was not needed, never skip one that was.
+func sameMessages(a, b []llm.Message) bool {
+	return slices.EqualFunc(a, b, func(x, y llm.Message) bool {
+		if len(x.ToolCalls) == 0 && len(y.ToolCalls) == 0 {
+			x.ToolCalls, y.ToolCalls = nil, nil
+		}
+		return reflect.DeepEqual(x, y)
+	})
 }

@@ -1,6 +1,7 @@
 package conversation
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -168,5 +169,42 @@ func TestRefusedTurnChangesNothing(t *testing.T) {
 					after.Model, tools(after), questions(after))
 			}
 		})
+	}
+}
+
+// A rewind to the history the conversation has already, as terp serve
+// gives with every turn (kept as JSON, tool calls and all), is none: it
+// saves nothing, and the turn goes on from that history.
+func TestRewindToTheSameHistoryIsNone(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print hi")), llmtest.Fixed(llmtest.Answer("a")),
+		llmtest.Fixed(llmtest.Answer("b")))
+	w := newWorld(t, s)
+	st := &testStore{Store: w.store}
+	w.svc.store = st
+	c, err := w.svc.Open(ctx(t), w.cfg, Options{Origin: "serve", KeepFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeQuietly(t, c)
+	first, err := c.Ask(ctx(t), "one", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []llm.Message
+	if b, err := json.Marshal(first.History); err != nil || json.Unmarshal(b, &kept) != nil {
+		t.Fatalf("the history does not go through JSON: %v", err)
+	}
+	saves := st.saves.Load()
+	if err := c.Rewind(ctx(t), kept); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.saves.Load() - saves; n != 0 {
+		t.Errorf("a rewind to the history the conversation has saved the record %d times", n)
+	}
+	if _, err := c.Turn(ctx(t), TurnRequest{Question: "two", Rewind: &kept}); err != nil {
+		t.Fatal(err)
+	}
+	if got := questions(s.Requests()[2]); !slices.Equal(got, []string{"one", "two"}) {
+		t.Errorf("the turn after the rewind carries the questions %q, want one and two", got)
 	}
 }
