@@ -170,7 +170,7 @@ func New(model Completer, sbx sandbox.Sandbox, runner kernel.Runner, cfg Config)
 		cfg.Dialect = llm.DialectAuto
 	}
 	return &Agent{model: model, sbx: sbx, runner: runner, cfg: cfg, stamps: map[string]stamp{},
-		dialect: cfg.Dialect, window: newWindow(cfg), clientErr: checkClientTools(cfg.ClientTools)}
+		dialect: cfg.Dialect, window: newWindow(cfg), clientErr: CheckClientTools(cfg.ClientTools)}
 }
 
 // SetModel switches the model for the following turns; the history is kept.

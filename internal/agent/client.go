@@ -46,16 +46,18 @@ var ErrUnmatchedOutputs = errors.New("the tool outputs do not match the pending 
 // pending are answered by their ids, whatever the tools are now. Like every
 // method, it must not be called while a turn runs.
 func (a *Agent) SetClientTools(tools []llm.Tool) error {
-	if err := checkClientTools(tools); err != nil {
+	if err := CheckClientTools(tools); err != nil {
 		return err
 	}
 	a.cfg.ClientTools, a.clientErr = slices.Clone(tools), nil
 	return nil
 }
 
-// checkClientTools says what is wrong with a set of client tools, if
-// anything.
-func checkClientTools(tools []llm.Tool) error {
+// CheckClientTools says what is wrong with a set of client tools, if
+// anything: what SetClientTools would refuse. A front-end checks a
+// request's tools with it before the turn that brings them, so that a
+// mistake is the client's, answered before anything runs.
+func CheckClientTools(tools []llm.Tool) error {
 	seen := make(map[string]bool, len(tools))
 	for _, t := range tools {
 		switch {

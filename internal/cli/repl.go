@@ -195,10 +195,18 @@ func (r *repl) command(ctx context.Context, line string) error {
 		if err != nil {
 			return err
 		}
+		// A conversation just opened runs nothing, so these take its
+		// turn lock at once.
 		if r.pickedModel != "" {
-			conv.SetModel(r.pickedModel)
+			err = conv.SetModel(ctx, r.pickedModel)
 		}
-		conv.SetMaxSteps(r.pickedSteps)
+		if err == nil {
+			err = conv.SetMaxSteps(ctx, r.pickedSteps)
+		}
+		if err != nil {
+			printWarnings(msg, conv.Close(ctx))
+			return err
+		}
 		r.switchTo(ctx, conv)
 		fmt.Fprintf(msg, "new conversation %s\n", conv.ID)
 	case "/resume":
@@ -224,16 +232,21 @@ func (r *repl) command(ctx context.Context, line string) error {
 			fmt.Fprintln(msg, "model: "+r.conv.Info().Model)
 			return nil
 		}
+		// The line-mode chat does one thing at a time: no turn runs now.
+		if err := r.conv.SetModel(ctx, arg); err != nil {
+			return err
+		}
 		r.pickedModel = arg
-		r.conv.SetModel(arg)
 		fmt.Fprintln(msg, "model: "+arg)
 	case "/steps":
 		n, err := tui.StepsArg(arg)
 		if err != nil {
 			return usageError{err}
 		}
+		if err := r.conv.SetMaxSteps(ctx, n); err != nil {
+			return err
+		}
 		r.pickedSteps = n
-		r.conv.SetMaxSteps(n)
 		fmt.Fprintf(msg, "at most %d steps per question\n", n)
 	}
 	return nil

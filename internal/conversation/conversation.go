@@ -26,8 +26,8 @@ import (
 // conversation with the same /work. A save that fails is retried at every
 // later one (see save), never the end of a turn.
 //
-// Its methods are safe for concurrent use; turns run one at a time (Ask
-// returns ErrBusy while one runs).
+// Its methods are safe for concurrent use; turns run one at a time (see the
+// package doc for what waits for a turn and what is refused).
 type Conversation struct {
 	ID string
 
@@ -41,9 +41,11 @@ type Conversation struct {
 	runner kernel.Runner
 	agent  *agent.Agent
 
-	// turn is held by the running turn; running counts the turns and file
-	// jobs in flight, for Close to wait on.
-	turn    sync.Mutex
+	// turn is the turn lock, a semaphore of one taken through lockTurn: a
+	// channel, not a sync.Mutex, so that a caller waiting for it can give
+	// up when its context ends. running counts the turns and file jobs in
+	// flight, for Close to wait on.
+	turn    chan struct{}
 	running sync.WaitGroup
 	// earlier and past describe what was asked before it was opened.
 	earlier int
@@ -71,38 +73,128 @@ type Conversation struct {
 	discarded bool
 
 	// warnMu guards what the user is still to hear, and the running turn's
-	// send function, which hears it at once.
+	// send function with how much of it the turn has heard. No lock of the
+	// conversation but the turn lock is held while send runs (see tell): it
+	// may be a network write to a slow client, and must not hold up Info,
+	// a save or the idle pause meanwhile.
 	warnMu  sync.Mutex
 	pending []string
+	told    int // how many of pending send has heard
 	send    func(agent.Event)
 }
 
-// ErrBusy is returned by Ask while another turn of the same conversation
-// runs.
+// ErrBusy is returned by a turn or a run (Turn, Ask, Continue, Run) while
+// another of the same conversation runs.
 var ErrBusy = errors.New("the conversation is busy with another question; wait for it to finish or cancel it")
+
+// onBusy is what lockTurn does when another holds the turn lock.
+type onBusy int
+
+const (
+	// refuse returns ErrBusy at once: for turns and runs, which a server
+	// must answer 409 rather than queue behind the one that runs.
+	refuse onBusy = iota
+	// wait waits for the lock as long as the context allows: for the
+	// rest, which are quick once the turn is over.
+	wait
+)
+
+// lockTurn takes the turn lock, which orders everything that reads or
+// changes the agent (its history, settings, sandbox and runner), and
+// returns the function that lets it go. When another holds it, a turn is
+// refused and anything else waits, as busy says; a wait that ctx ends
+// returns ctx's error without the lock. A free lock is taken whatever ctx
+// says: the caller finds out about its context soon enough.
+func (c *Conversation) lockTurn(ctx context.Context, busy onBusy) (unlock func(), err error) {
+	unlock = func() { <-c.turn }
+	select {
+	case c.turn <- struct{}{}:
+		return unlock, nil
+	default:
+	}
+	if busy == refuse {
+		return nil, ErrBusy
+	}
+	select {
+	case c.turn <- struct{}{}:
+		return unlock, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 // warn tells the user something that did not stop the conversation: at once
 // as an agent.Notice when a turn is running, and in the next Turn.Warnings
-// or Warnings either way.
+// or Warnings either way. Its caller holds none of mu, recMu and warnMu; one
+// that does calls warnLater.
 func (c *Conversation) warn(text string) {
+	c.warnLater(text)
+	c.tell()
+}
+
+// warnLater is warn for a caller that holds mu or recMu: the warning is
+// queued, and the running turn hears it at the next tell, which a caller
+// makes once it has let go of the lock (begin, checkpoint, the first run),
+// and at the latest when the turn ends.
+func (c *Conversation) warnLater(text string) {
 	c.warnMu.Lock()
 	c.pending = append(c.pending, text)
-	send := c.send
 	c.warnMu.Unlock()
+}
+
+// tell sends the running turn, as agent.Notice events, the warnings it has
+// not heard. Its caller holds none of mu, recMu and warnMu, so that a send
+// held up by a slow client holds up nothing else.
+func (c *Conversation) tell() {
+	c.warnMu.Lock()
+	send, news := c.send, []string(nil)
 	if send != nil {
-		send(agent.Notice{Text: text})
+		news = slices.Clone(c.pending[c.told:])
+		c.told = len(c.pending)
 	}
+	c.warnMu.Unlock()
+	for _, w := range news {
+		send(agent.Notice{Text: w})
+	}
+}
+
+// startTelling makes send the running turn's: it hears at once what
+// happened since the last turn, and the warnings that come while it runs.
+func (c *Conversation) startTelling(send func(agent.Event)) {
+	c.warnMu.Lock()
+	c.send, c.told = send, 0
+	c.warnMu.Unlock()
+	c.tell()
+}
+
+// stopTelling ends the running turn's hearing: it is sent what it has not
+// heard yet, so that it has heard all it returns, the warnings since it
+// began, which are forgotten. A second call returns nothing.
+func (c *Conversation) stopTelling() []string {
+	c.warnMu.Lock()
+	send := c.send
+	if send == nil {
+		c.warnMu.Unlock()
+		return nil
+	}
+	news, out := slices.Clone(c.pending[c.told:]), c.pending
+	c.send, c.told, c.pending = nil, 0, nil
+	c.warnMu.Unlock()
+	for _, w := range news {
+		send(agent.Notice{Text: w})
+	}
+	return out
 }
 
 // Warnings returns what the user should hear that no turn has reported yet
 // (an upload's save that failed, an idle pause that did not happen, the
 // settings a resume kept), and forgets it. A front-end calls it after
-// anything but Ask, whose Turn carries its own.
+// anything but a turn, whose Turn carries its own.
 func (c *Conversation) Warnings() []string {
 	c.warnMu.Lock()
 	defer c.warnMu.Unlock()
 	out := c.pending
-	c.pending = nil
+	c.pending, c.told = nil, 0
 	return out
 }
 
@@ -204,8 +296,10 @@ func (c *Conversation) Paused() bool { return c.paused.Load() }
 // A sandbox paused while the user was away is woken, and one that has lived
 // its sandbox_timeout is renewed (paused and resumed, which restarts its
 // lifetime). When begin fails there is no end to come, so it lets the pause
-// be armed again.
+// be armed again. What waking or renewing had to warn of is told once mu
+// is let go.
 func (c *Conversation) begin(ctx context.Context) (err error) {
+	defer c.tell()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.closing {
@@ -250,7 +344,11 @@ func (c *Conversation) end() {
 	c.idle.Reset(c.cfg.IdlePause)
 }
 
+// idleTimeout pauses the sandbox of a conversation left idle. A turn may
+// be about to begin, its send function set and waiting for mu: what the
+// pause warns of is told to it once mu is let go.
 func (c *Conversation) idleTimeout() {
+	defer c.tell()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.busy > 0 || c.closed {
@@ -259,7 +357,7 @@ func (c *Conversation) idleTimeout() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.suspend(ctx); err != nil {
-		c.warn("while you were away, " + err.Error() + "; it keeps running until the conversation ends")
+		c.warnLater("while you were away, " + err.Error() + "; it keeps running until the conversation ends")
 	}
 }
 
@@ -314,6 +412,7 @@ func (r recordingRunner) Run(ctx context.Context, code string, timeout time.Dura
 		c.saveLocked()
 	}
 	c.recMu.Unlock()
+	c.tell()
 	return r.Runner.Run(ctx, code, timeout)
 }
 
@@ -343,10 +442,13 @@ func (c *Conversation) checkpoint(cp agent.Checkpoint) error {
 			r.SetTitle(firstQuestion(cp.Messages))
 		}
 	})
+	c.tell()
 	return nil
 }
 
 // update changes the record with change (when there is one) and saves it.
+// Its caller may hold mu, so a save that fails is not told from here: the
+// caller tells it once it holds no lock, or leaves it to whoever does next.
 func (c *Conversation) update(change func(*store.Conversation)) {
 	c.recMu.Lock()
 	defer c.recMu.Unlock()
@@ -360,7 +462,8 @@ func (c *Conversation) update(change func(*store.Conversation)) {
 func (c *Conversation) save() { c.update(nil) }
 
 // saveLocked writes the whole record with the settings the conversation now
-// runs with; the caller holds recMu. A save that fails (a full disk, a
+// runs with; the caller holds recMu, so what it warns of waits for a tell
+// (see warnLater). A save that fails (a full disk, a
 // store made read-only) ends nothing and damages nothing: store.Save
 // replaces the old record atomically, so it stays as it was; the
 // conversation goes on in memory and the user is told once; every later
@@ -374,10 +477,10 @@ func (c *Conversation) saveLocked() {
 	err := st.Save(c.rec)
 	switch {
 	case err != nil && c.unsaved == nil:
-		c.warn(fmt.Sprintf("%v; the conversation goes on and the record stored before is intact: "+
+		c.warnLater(fmt.Sprintf("%v; the conversation goes on and the record stored before is intact: "+
 			"free space in %s (or make it writable) and terp saves everything after the next step or on exit", err, st.Where()))
 	case err == nil && c.unsaved != nil:
-		c.warn(fmt.Sprintf("conversation %s is saved again", c.ID))
+		c.warnLater(fmt.Sprintf("conversation %s is saved again", c.ID))
 	}
 	c.unsaved = err
 }
@@ -431,7 +534,7 @@ func (c *Conversation) Close(ctx context.Context) []string {
 		// question the server refused, a kernel that would not start):
 		// nothing is worth keeping.
 		if err := c.sbx.Close(ctx); err != nil {
-			c.warn("removing the sandbox: " + err.Error())
+			c.warnLater("removing the sandbox: " + err.Error())
 		}
 		_ = c.svc.store.Remove(c.ID)
 		c.discarded = true
@@ -441,7 +544,7 @@ func (c *Conversation) Close(ctx context.Context) []string {
 	if c.sbx != nil && !c.paused.Load() {
 		id, err := c.sbx.Pause(ctx)
 		if err != nil {
-			c.warn("pausing the sandbox: " + err.Error())
+			c.warnLater("pausing the sandbox: " + err.Error())
 		}
 		c.update(func(r *store.Conversation) {
 			if err == nil {
@@ -452,7 +555,7 @@ func (c *Conversation) Close(ctx context.Context) []string {
 		c.save()
 	}
 	if c.unsaved != nil {
-		c.warn(fmt.Sprintf("conversation %s could not be saved on exit (%v): what is stored of it is "+
+		c.warnLater(fmt.Sprintf("conversation %s could not be saved on exit (%v): what is stored of it is "+
 			"as of its last save that worked, and its sandbox is kept; free space in %s before going on with it (terp ask --resume %s)",
 			c.ID, c.unsaved, c.svc.store.Where(), c.ID))
 	}

@@ -168,7 +168,9 @@ func TestSettingsBelongToTheConversation(t *testing.T) {
 	if _, err := stored.Ask(ctx(t), "one", nil); err != nil {
 		t.Fatal(err)
 	}
-	stored.SetModel("picked-model")
+	if err := stored.SetModel(ctx(t), "picked-model"); err != nil {
+		t.Fatal(err)
+	}
 	if allow.Model != "stored-model" {
 		t.Errorf("SetModel changed the configuration the conversation was opened with: %q", allow.Model)
 	}

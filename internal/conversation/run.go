@@ -25,10 +25,11 @@ type RunResult struct {
 // first. The run is not added to the history the model reads, but the
 // record notes that code ran, so the conversation is kept on Close.
 func (c *Conversation) Run(ctx context.Context, code string) (RunResult, error) {
-	if !c.turn.TryLock() {
-		return RunResult{}, ErrBusy
+	unlock, err := c.lockTurn(ctx, refuse)
+	if err != nil {
+		return RunResult{}, err
 	}
-	defer c.turn.Unlock()
+	defer unlock()
 	if err := c.begin(ctx); err != nil {
 		return RunResult{Warnings: c.Warnings()}, err
 	}
@@ -39,10 +40,13 @@ func (c *Conversation) Run(ctx context.Context, code string) (RunResult, error) 
 
 // Restart gives the conversation a fresh Python (a new kernel: variables
 // and imports gone), keeping the sandbox and its files. It waits for a
-// running turn or run to end.
+// running turn or run to end, or returns ctx's error first.
 func (c *Conversation) Restart(ctx context.Context) error {
-	c.turn.Lock()
-	defer c.turn.Unlock()
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := c.begin(ctx); err != nil {
 		return err
 	}

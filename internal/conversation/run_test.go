@@ -60,8 +60,8 @@ func TestRunWithoutTheModel(t *testing.T) {
 	if err := c.Restart(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.History()) != 0 {
-		t.Errorf("history = %+v, want no message: runs are not the model's", c.History())
+	if h, err := c.History(ctx(t)); err != nil || len(h) != 0 {
+		t.Errorf("history = %+v, %v; want no message: runs are not the model's", h, err)
 	}
 }
 

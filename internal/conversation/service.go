@@ -8,6 +8,23 @@
 // protocol. What the user should hear comes back as values (Turn.Warnings,
 // Warnings, Close) and as the agent's events, never as writes to a stream.
 //
+// A conversation is safe for concurrent use under one locking policy. Its
+// turn lock orders everything that reads or changes what the model has (the
+// history, the settings, the sandbox and runner the agent uses), and is taken
+// in one place, one of two ways. Turns and runs (Turn, Ask, Continue, Run)
+// are refused at once with ErrBusy while another holds it: a server answers
+// a second request for the same conversation 409 rather than queue it behind
+// a turn that may take minutes; the settings a turn brings (TurnRequest) are
+// applied under the lock with it. Everything else that needs it (History,
+// PendingCalls, Rewind, Restart, Upload, Put and the setters) waits for it as
+// long as its context allows, and returns the context's error when that ends
+// first. Info, Paused and Warnings never wait for a turn, nor do Files,
+// ReadFile, Download and RemoveFile, which touch only the sandbox. A turn's
+// send function runs under no lock of the conversation but the turn lock: a
+// warning found under another (a save that failed) is queued and sent once
+// that is let go, so that a slow client (a server's stream of events) holds
+// up only its own turn.
+//
 // Words, used the same way everywhere: a conversation is the questions,
 // answers, steps and /work of one line of inquiry, live or stored; its
 // sandbox is where its code runs; a sandbox's pause handle is its sandbox id
@@ -96,7 +113,7 @@ func (s *Service) Open(ctx context.Context, cfg *config.Config, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	c := &Conversation{ID: id, svc: s, cfg: &own, lock: lock, backend: backend, keepFiles: opts.KeepFiles}
+	c := &Conversation{ID: id, svc: s, cfg: &own, lock: lock, backend: backend, keepFiles: opts.KeepFiles, turn: make(chan struct{}, 1)}
 	c.rec = store.New(id, opts.Origin, "", store.Settings{
 		Model: own.Model, BaseURL: own.BaseURL, ExecMode: own.ExecMode, MaxSteps: own.MaxSteps,
 		Network: own.Network, NetworkAllow: own.NetworkPolicy().Allow,
@@ -139,7 +156,7 @@ func (s *Service) Resume(ctx context.Context, cfg *config.Config, ref string) (*
 		return nil, err
 	}
 	own := *cfg
-	c := &Conversation{ID: id, rec: rec, svc: s, cfg: &own, lock: lock}
+	c := &Conversation{ID: id, rec: rec, svc: s, cfg: &own, lock: lock, turn: make(chan struct{}, 1)}
 	if warning := keepStored(&own, rec.Settings); warning != "" {
 		c.pending = append(c.pending, warning)
 	}

@@ -40,7 +40,7 @@ func TestContinueAcrossCloseAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetClientTools([]llm.Tool{weather}); err != nil {
+	if err := c.SetClientTools(ctx(t), []llm.Tool{weather}); err != nil {
 		t.Fatal(err)
 	}
 	turn, err := c.Ask(ctx(t), "weather in Nice, to a file", nil)
@@ -57,10 +57,10 @@ func TestContinueAcrossCloseAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeQuietly(t, again)
-	if p := again.PendingCalls(); len(p) != 1 || p[0].ID != "call_w" || p[0].Name != "get_weather" {
-		t.Fatalf("pending after Resume = %+v, want the stored call", p)
+	if p, err := again.PendingCalls(ctx(t)); err != nil || len(p) != 1 || p[0].ID != "call_w" || p[0].Name != "get_weather" {
+		t.Fatalf("pending after Resume = %+v, %v; want the stored call", p, err)
 	}
-	if err := again.SetClientTools([]llm.Tool{weather}); err != nil {
+	if err := again.SetClientTools(ctx(t), []llm.Tool{weather}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := again.Continue(ctx(t), []agent.ClientOutput{{CallID: "call_x", Output: "?"}}, "", nil); !errors.Is(err, agent.ErrUnmatchedOutputs) ||
@@ -101,7 +101,7 @@ func TestSetClientToolsRefusesAClash(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeQuietly(t, c)
-	if err := c.SetClientTools([]llm.Tool{{Name: "run_python"}}); err == nil || !strings.Contains(err.Error(), "run_python") {
+	if err := c.SetClientTools(ctx(t), []llm.Tool{{Name: "run_python"}}); err == nil || !strings.Contains(err.Error(), "run_python") {
 		t.Errorf("SetClientTools = %v, want the clash refused", err)
 	}
 	if turn, err := c.Ask(ctx(t), "hi", nil); err != nil || turn.Result.Answer != "ok" {

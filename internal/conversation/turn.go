@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -29,9 +30,16 @@ type Turn struct {
 	// Warnings are what the user should know that did not end the turn, in
 	// the order they happened: the agent's notices (Result.Notices), saves
 	// that failed, files that were not downloaded, and what happened
-	// between turns. Each was also sent to Ask's send as an agent.Notice,
-	// so a front-end that shows the events has shown them all.
+	// between turns. Each was also sent to the turn's send function as an
+	// agent.Notice, so a front-end that shows the events has shown them
+	// all.
 	Warnings []string
+	// History is the conversation as the model has it once the turn is
+	// over, as History would return it then: a front-end that keeps it to
+	// rewind to later (TurnRequest.Rewind) has this turn's, never that of
+	// a turn another request ran after it. It is empty when the turn was
+	// refused.
+	History []llm.Message
 }
 
 // File is a file downloaded from the sandbox.
@@ -47,53 +55,93 @@ type File struct {
 // SandboxPath is where the file was in the sandbox.
 func (f File) SandboxPath() string { return path.Join(sandbox.WorkDir, f.Name) }
 
-// Ask runs one turn, sending its events to send (which may be nil), then
-// downloads the files the code saved, whatever the outcome, even after the
-// context was cancelled: they are the user's results. A turn's error comes
-// back with the Turn filled in as far as it got.
-func (c *Conversation) Ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
-	return c.runTurn(ctx, send, func(ctx context.Context, send func(agent.Event)) (agent.Result, error) {
-		return c.agent.Ask(ctx, question, send)
-	})
+// TurnRequest is one turn with the settings it runs with. Turn applies them
+// under the turn lock, once the sandbox is ready and just before the agent
+// runs, so that no other request comes between them and their turn, and a
+// turn that is refused changes none of them. Each holds for the following
+// turns too, as a setter's would.
+type TurnRequest struct {
+	// Question is what the user asks; it may be empty only with Outputs.
+	Question string
+	// Outputs answer the client tool calls the last turn ended on
+	// (agent.ClientToolCalls). With any, the turn goes on with them, and
+	// with Question when it is not empty (see agent.Agent.Continue);
+	// outputs that do not match the pending calls are refused with an
+	// error wrapping agent.ErrUnmatchedOutputs, and the calls stay pending.
+	// Without, the turn asks Question, and calls still pending are closed
+	// as calls the client gave no result for.
+	Outputs []agent.ClientOutput
+	// Model is the model of this turn and the following ones; "" keeps
+	// the conversation's.
+	Model string
+	// ClientTools, when not nil, replaces the function tools the caller
+	// runs itself (see SetClientTools); a pointer to an empty list removes
+	// them. A list the agent would refuse (agent.CheckClientTools) refuses
+	// the turn with an InputError.
+	ClientTools *[]llm.Tool
+	// Rewind, when not nil, makes the turn go on from that history (one
+	// History or Turn.History returned) instead of from the last turn, as
+	// Rewind does: /work stays as it is, a pointer to an empty history
+	// starts afresh, and one to the history the conversation has already
+	// changes nothing, so a front-end may give the history it means with
+	// every turn. Outputs answer the calls the rewound history ends on.
+	Rewind *[]llm.Message
+	// Send receives the turn's events; it may be nil.
+	Send func(agent.Event)
 }
 
-// runTurn runs a turn the agent's call starts (Ask's, or Continue's), with
-// one lifecycle for both: one turn at a time, what happened since the last
-// turn heard first, the sandbox readied and let go, the files downloaded,
-// the warnings gathered.
-func (c *Conversation) runTurn(ctx context.Context, send func(agent.Event), call func(context.Context, func(agent.Event)) (agent.Result, error)) (Turn, error) {
-	if !c.turn.TryLock() {
-		return Turn{Result: agent.Result{StopReason: agent.Errored}}, ErrBusy
+// Turn runs one turn as req says: its settings applied, its question asked
+// or its client outputs handed back, its events sent to req.Send. Then it
+// downloads the files the code saved, whatever the outcome, even after the
+// context was cancelled: they are the user's results. It is refused at once
+// with ErrBusy while another turn or run of the conversation goes on, and
+// with an InputError when req.ClientTools cannot be offered, before
+// anything changes. A turn's error comes back with the Turn filled in as
+// far as it got.
+func (c *Conversation) Turn(ctx context.Context, req TurnRequest) (Turn, error) {
+	refused := Turn{Result: agent.Result{StopReason: agent.Errored}}
+	if req.ClientTools != nil {
+		if err := agent.CheckClientTools(*req.ClientTools); err != nil {
+			return refused, &InputError{err}
+		}
 	}
-	defer c.turn.Unlock()
+	unlock, err := c.lockTurn(ctx, refuse)
+	if err != nil {
+		return refused, err
+	}
+	defer unlock()
+	send := req.Send
 	if send == nil {
 		send = func(agent.Event) {}
 	}
 	// What happened since the last turn is heard first.
-	c.warnMu.Lock()
-	c.send = send
-	before := c.pending
-	c.warnMu.Unlock()
-	for _, w := range before {
-		send(agent.Notice{Text: w})
-	}
-	defer func() {
-		c.warnMu.Lock()
-		c.send = nil
-		c.warnMu.Unlock()
-	}()
+	c.startTelling(send)
+	defer c.stopTelling() // for a turn that panicked; after the one below it does nothing
 
-	turn, err := c.runAgent(ctx, send, call)
-	turn.Warnings = append(append([]string(nil), turn.Result.Notices...), c.Warnings()...)
+	turn, err := c.runAgent(ctx, send, req)
+	turn.Warnings = append(append([]string(nil), turn.Result.Notices...), c.stopTelling()...)
+	turn.History = c.agent.Messages()
 	return turn, err
 }
 
-// runAgent runs the agent's call on a ready sandbox, then the downloads.
-func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), call func(context.Context, func(agent.Event)) (agent.Result, error)) (Turn, error) {
+// Ask runs one turn that asks question, sending its events to send (which
+// may be nil), with the settings the conversation has: Turn with only a
+// question.
+func (c *Conversation) Ask(ctx context.Context, question string, send func(agent.Event)) (Turn, error) {
+	return c.Turn(ctx, TurnRequest{Question: question, Send: send})
+}
+
+// runAgent runs req's turn on a ready sandbox, then the downloads. The
+// caller holds the turn lock.
+func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), req TurnRequest) (Turn, error) {
 	if err := c.begin(ctx); err != nil {
 		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
 	}
-	res, err := call(ctx, func(e agent.Event) {
+	if err := c.apply(ctx, req); err != nil {
+		c.end()
+		return Turn{Result: agent.Result{StopReason: agent.Errored}}, err
+	}
+	record := func(e agent.Event) {
 		if o, ok := e.(agent.ToolOutput); ok && o.Value != "" {
 			c.recMu.Lock()
 			if c.rec.Values == nil {
@@ -103,7 +151,14 @@ func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), cal
 			c.recMu.Unlock()
 		}
 		send(e)
-	})
+	}
+	var res agent.Result
+	var err error
+	if len(req.Outputs) > 0 {
+		res, err = c.agent.Continue(ctx, req.Outputs, req.Question, record)
+	} else {
+		res, err = c.agent.Ask(ctx, req.Question, record)
+	}
 	c.end()
 	turn := Turn{Result: res}
 	if c.keepFiles {
@@ -119,29 +174,65 @@ func (c *Conversation) runAgent(ctx context.Context, send func(agent.Event), cal
 	return turn, err
 }
 
+// apply makes req's settings the conversation's, for its turn and the
+// following ones. The caller holds the turn lock and has readied the
+// sandbox, which a rewind looks at; the client tools were checked before
+// the lock was taken, so that only a sandbox that fails a rewind's look at
+// /work can fail it.
+func (c *Conversation) apply(ctx context.Context, req TurnRequest) error {
+	if req.Rewind != nil {
+		if err := c.rewind(ctx, *req.Rewind); err != nil {
+			return err
+		}
+	}
+	if req.ClientTools != nil {
+		if err := c.agent.SetClientTools(*req.ClientTools); err != nil {
+			return &InputError{err}
+		}
+	}
+	if req.Model != "" {
+		c.setModel(req.Model)
+	}
+	return nil
+}
+
 // SetModel switches the model of the following turns, and of the record.
-// It waits for a running turn to end.
-func (c *Conversation) SetModel(name string) {
-	c.turn.Lock()
-	defer c.turn.Unlock()
+// It waits for a running turn to end, or returns ctx's error first.
+func (c *Conversation) SetModel(ctx context.Context, name string) error {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c.setModel(name)
+	return nil
+}
+
+// setModel is SetModel for a caller that holds the turn lock.
+func (c *Conversation) setModel(name string) {
 	c.agent.SetModel(name)
 	c.recMu.Lock()
 	c.cfg.Model = name
 	c.recMu.Unlock()
 }
 
-// SetMaxSteps changes the step cap of the following turns. It waits for a
-// running turn to end.
-func (c *Conversation) SetMaxSteps(n int) {
+// SetMaxSteps changes the step cap of the following turns; a cap below one
+// changes nothing. It waits for a running turn to end, or returns ctx's
+// error first.
+func (c *Conversation) SetMaxSteps(ctx context.Context, n int) error {
 	if n <= 0 {
-		return
+		return nil
 	}
-	c.turn.Lock()
-	defer c.turn.Unlock()
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c.agent.SetMaxSteps(n)
 	c.recMu.Lock()
 	c.cfg.MaxSteps = n
 	c.recMu.Unlock()
+	return nil
 }
 
 // Info describes a conversation for a status line or a listing.
@@ -247,8 +338,17 @@ func (c *Conversation) Put(ctx context.Context, name string, r io.Reader) (strin
 }
 
 // put keeps r as the upload name, recorded as from origin (a host path, or
-// "" when it came over the network), and writes it to /work.
+// "" when it came over the network), and writes it to /work. The agent
+// lists the upload to the model with the next question and looks at /work
+// anew, which must not happen while a turn runs (it would race with the
+// turn's own look at /work), so put waits for a running turn to end, or
+// returns ctx's error first.
 func (c *Conversation) put(ctx context.Context, name, origin string, r io.Reader) (string, error) {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	if err := c.begin(ctx); err != nil {
 		return "", err
 	}
@@ -306,6 +406,7 @@ func (c *Conversation) RemoveFile(ctx context.Context, name string) error {
 	c.update(func(r *store.Conversation) {
 		r.Inputs = slices.DeleteFunc(r.Inputs, func(f store.File) bool { return f.Name == rel })
 	})
+	c.tell() // a turn may be running: it hears of a save that failed
 	_ = c.svc.store.RemoveInput(c.ID, rel)
 	return nil
 }
@@ -423,6 +524,7 @@ func (c *Conversation) download(ctx context.Context, files []sandbox.FileInfo) (
 			r.Downloads = appendStored(r.Downloads, store.File{Name: f.Name, Path: abs, Bytes: f.Bytes})
 		}
 	})
+	c.tell()
 	if len(errs) > 0 {
 		return out, fmt.Errorf("download files: %w", errors.Join(errs...))
 	}
@@ -448,24 +550,46 @@ func (c *Conversation) Files(ctx context.Context) ([]sandbox.FileInfo, error) {
 }
 
 // History is the conversation as the model has it: every message of every
-// turn, code and output included.
-func (c *Conversation) History() []llm.Message {
-	c.turn.Lock()
-	defer c.turn.Unlock()
-	return c.agent.Messages()
+// turn, code and output included. It waits for a running turn to end, or
+// returns ctx's error first.
+func (c *Conversation) History(ctx context.Context) ([]llm.Message, error) {
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return c.agent.Messages(), nil
 }
 
 // Rewind makes the next turn go on from messages, a history an earlier
 // History returned (nil starts afresh), with /work as it is now: for a
 // front-end whose client names the turn it continues (the Responses API's
-// previous_response_id), which need not be the last one.
+// previous_response_id), which need not be the last one. A rewind to the
+// history it has already changes nothing. It waits for a running turn to
+// end, or returns ctx's error first.
 func (c *Conversation) Rewind(ctx context.Context, messages []llm.Message) error {
-	c.turn.Lock()
-	defer c.turn.Unlock()
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := c.begin(ctx); err != nil {
 		return err
 	}
 	defer c.end()
+	return c.rewind(ctx, messages)
+}
+
+// rewind is Rewind for a caller that holds the turn lock and has readied
+// the sandbox. A rewind to the history the conversation has already is
+// none: it costs no look at /work and no save, so that a front-end may give
+// the history it means with every turn (terp serve gives the one its
+// client's previous_response_id names, mostly the last), deciding nothing
+// outside the turn lock.
+func (c *Conversation) rewind(ctx context.Context, messages []llm.Message) error {
+	if sameMessages(messages, c.agent.Messages()) {
+		return nil
+	}
 	c.recMu.Lock()
 	usage, steps := c.rec.Usage, c.rec.Steps
 	c.recMu.Unlock()
@@ -473,5 +597,19 @@ func (c *Conversation) Rewind(ctx context.Context, messages []llm.Message) error
 		return err
 	}
 	c.update(func(r *store.Conversation) { r.Messages = slices.Clone(messages) })
+	c.tell()
 	return nil
+}
+
+// sameMessages reports whether a and b are the same history, no tool calls
+// the same as an empty list of them, as a history kept as JSON comes back.
+// Any other difference counts, so that a field added to llm.Message one day
+// can only cost a rewind that was not needed, never skip one that was.
+func sameMessages(a, b []llm.Message) bool {
+	return slices.EqualFunc(a, b, func(x, y llm.Message) bool {
+		if len(x.ToolCalls) == 0 && len(y.ToolCalls) == 0 {
+			x.ToolCalls, y.ToolCalls = nil, nil
+		}
+		return reflect.DeepEqual(x, y)
+	})
 }

@@ -193,10 +193,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		}
 	}
 	defer s.use(r.Context(), c)()
-	if model != "" && model != c.conv.Info().Model {
-		c.conv.SetModel(model)
-	}
-	if req.Model == "" {
+	if req.Model == "" { // and so model too: the container's goes on
 		req.Model = c.conv.Info().Model
 	}
 	// Sent with every answer, errors too: the container exists, and a
@@ -207,7 +204,10 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		fileID: func(p string) string { return s.fileID(r.Context(), c, p) },
 		usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		head:   chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
-	turn, err := c.conv.Ask(r.Context(), question, s.observeTurn(r, c, ct.handle))
+	// The model comes with the turn, so that no other request on the
+	// container comes between them.
+	turn, err := c.conv.Turn(r.Context(), conversation.TurnRequest{Question: question, Model: model,
+		Send: s.observeTurn(r, c, ct.handle)})
 	s.turnDone(r, turn, err)
 	run.count(r.Context(), turn.Result.Usage)
 	if r.Context().Err() != nil {

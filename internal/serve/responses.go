@@ -292,8 +292,14 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// The model the turn runs on: the request's, which the turn switches
+	// the container to, or the container's.
+	model := req.Model
+	if model == "" {
+		model = c.conv.Info().Model
+	}
 	resp := responseObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
-		Model: c.conv.Info().Model, Output: []any{}, ParallelToolCalls: true, Store: req.Store == nil || *req.Store,
+		Model: model, Output: []any{}, ParallelToolCalls: true, Store: req.Store == nil || *req.Store,
 		Temperature: 1, TopP: 1, ToolChoice: "auto", Tools: req.Tools, Truncation: "disabled", Metadata: req.Metadata,
 		Text: map[string]any{"format": map[string]string{"type": "text"}}}
 	if resp.Metadata == nil {
@@ -319,13 +325,18 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		b.sse = sse
 	}
 	b.start()
-	var turn conversation.Turn
-	send := s.observeTurn(r, c, b.handle)
-	if len(tr.outputs) > 0 {
-		turn, err = c.conv.Continue(r.Context(), tr.outputs, tr.question, send)
-	} else {
-		turn, err = c.conv.Ask(r.Context(), tr.question, send)
+	// The model, the client's tools and the history the turn goes on from
+	// come with the turn, so that no other request on the container comes
+	// between them and it. The history is the previous response's, or none:
+	// a new line of questions in a container used before keeps its files,
+	// not its history. A rewind to the history the container has already
+	// costs nothing.
+	rewind := []llm.Message{}
+	if tr.prev != nil {
+		rewind = tr.prev.history
 	}
+	turn, err := c.conv.Turn(r.Context(), conversation.TurnRequest{Question: tr.question, Outputs: tr.outputs,
+		Model: req.Model, ClientTools: &tr.tools, Rewind: &rewind, Send: s.observeTurn(r, c, b.handle)})
 	s.turnDone(r, turn, err)
 	run.count(r.Context(), turn.Result.Usage)
 	err = s.stoppedError(err)
@@ -336,8 +347,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		}
 		return // else the client is gone: nobody to answer
 	}
-	if resp.Store {
-		s.keep(r.Context(), &storedResponse{owner: owner, container: c.ID, history: c.conv.History(), object: resp})
+	// A turn refused as busy left no history of its own to go on from.
+	if resp.Store && turn.History != nil {
+		s.keep(r.Context(), &storedResponse{owner: owner, container: c.ID, history: turn.History, object: resp})
 	}
 	s.change(r.Context(), c, func(rec *state.Container) { rec.Last = resp.ID })
 	if !req.Stream {
@@ -430,10 +442,9 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 			tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
 		}
 	}
-	if req.Model != "" {
-		tr.cont.conv.SetModel(req.Model)
-	}
-	if err := tr.cont.conv.SetClientTools(tr.tools); err != nil {
+	// The tools are given with the turn; a set it would refuse is the
+	// client's mistake, answered before anything runs.
+	if err := agent.CheckClientTools(tr.tools); err != nil {
 		return nil, badParam("tools", err.Error())
 	}
 	return tr, nil
@@ -542,22 +553,9 @@ func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param
 	return namedFile{name: path.Base(p.Filename), data: b}, nil
 }
 
-// prepare readies the container for the turn: the history it continues,
-// and the files the input attaches.
+// prepare readies the container for the turn: the files the input
+// attaches. The history the turn goes on from comes with the turn.
 func (s *Server) prepare(ctx context.Context, c *container, tr *turnRequest, req *responseRequest) error {
-	last := c.record().Last
-	switch {
-	case tr.prev != nil && tr.prev.object.ID != last:
-		if err := c.conv.Rewind(ctx, tr.prev.history); err != nil {
-			return err
-		}
-	case tr.prev == nil && last != "":
-		// A new line of questions in a container used before: its files
-		// stay, its history does not.
-		if err := c.conv.Rewind(ctx, nil); err != nil {
-			return err
-		}
-	}
 	for _, f := range tr.files {
 		if f.file != nil {
 			if err := s.putFile(ctx, c, *f.file); err != nil {

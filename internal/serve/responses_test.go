@@ -167,6 +167,58 @@ func TestResponsesCodeInterpreter(t *testing.T) {
 	}
 }
 
+// A response goes on from the one its previous_response_id names, the last
+// or an earlier one, and one without starts a new line of questions in the
+// same container; each runs on the model it names.
+func TestResponsesGoOnFromTheOneNamed(t *testing.T) {
+	answer := llmtest.Fixed(llmtest.Answer("ok"))
+	s := llmtest.New(t, answer, answer, answer, answer, answer)
+	ts := newTestServer(t, s)
+	client := ts.client(aliceKey)
+	c, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "lines"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, step := range []struct {
+		question, previous, model string
+		// heard are the questions the model reads, in order.
+		heard []string
+	}{
+		{"one", "", "test-model", []string{"one"}},
+		{"two", "one", "test-model", []string{"one", "two"}},
+		{"three", "one", "test-model", []string{"one", "three"}},
+		{"four", "", "other-model", []string{"four"}},
+		{"five", "three", "test-model", []string{"one", "three", "five"}},
+	} {
+		params := responses.ResponseNewParams{Model: step.model,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(step.question)},
+			Tools: []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(c.ID)}}
+		if step.previous != "" {
+			params.PreviousResponseID = openai.String(ids[step.previous])
+		}
+		resp, err := client.Responses.New(ctx(t), params)
+		if err != nil {
+			t.Fatalf("%s: %v", step.question, err)
+		}
+		ids[step.question] = resp.ID
+		if string(resp.Model) != step.model {
+			t.Errorf("%s: the response names the model %q, want %q", step.question, resp.Model, step.model)
+		}
+		reqs := s.Requests()
+		req := reqs[len(reqs)-1]
+		var heard []string
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				heard = append(heard, m.Content)
+			}
+		}
+		if req.Model != step.model || !slices.Equal(heard, step.heard) {
+			t.Errorf("%s: the model %q read the questions %q; want %q to read %q", step.question, req.Model, heard, step.model, step.heard)
+		}
+	}
+}
+
 // A streamed response sends OpenAI's events in order, with sequence
 // numbers, and the SDK's accumulator rebuilds the answer from them.
 func TestResponsesStreaming(t *testing.T) {

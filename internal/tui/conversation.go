@@ -28,9 +28,11 @@ type Conversation interface {
 	// Files lists /work. A listing cut short (sandbox.ErrListTruncated)
 	// comes with its error and still holds the newest files.
 	Files(ctx context.Context) ([]sandbox.FileInfo, error)
-	// SetModel and SetMaxSteps change the following turns.
-	SetModel(name string)
-	SetMaxSteps(n int)
+	// SetModel and SetMaxSteps change the following turns. They wait for
+	// a running turn, which the chat never has when it calls them, so
+	// they return at once; the error is ctx's.
+	SetModel(ctx context.Context, name string) error
+	SetMaxSteps(ctx context.Context, n int) error
 }
 
 var _ Conversation = (*conversation.Conversation)(nil)

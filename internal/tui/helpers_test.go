@@ -87,8 +87,14 @@ func (s *scripted) Download(_ context.Context, name string) (File, error) {
 }
 
 func (s *scripted) Files(context.Context) ([]sandbox.FileInfo, error) { return s.files, nil }
-func (s *scripted) SetModel(name string)                              { s.info.Model = name }
-func (s *scripted) SetMaxSteps(n int)                                 { s.info.MaxSteps = n }
+func (s *scripted) SetModel(_ context.Context, name string) error {
+	s.info.Model = name
+	return nil
+}
+func (s *scripted) SetMaxSteps(_ context.Context, n int) error {
+	s.info.MaxSteps = n
+	return nil
+}
 
 // play is a turn that sends events and ends with turn.
 func play(turn Turn, err error, events ...agent.Event) turnFunc {

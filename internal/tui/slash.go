@@ -61,7 +61,12 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 			return m, nil
 		}
 		m.input.take()
-		m.conv.SetModel(arg)
+		// The chat is idle, so no turn holds the conversation: this
+		// takes its turn lock at once, and Update does not wait.
+		if err := m.conv.SetModel(m.ctx, arg); err != nil {
+			m.status.say(firstLine(err.Error()), true)
+			return m, nil
+		}
 		m.pickedModel = arg
 		m.status.info = m.conv.Info()
 		m.status.say("The next questions go to "+arg+".", false)
@@ -77,7 +82,10 @@ func (m Model) command(line string) (Model, tea.Cmd) {
 			return m, nil
 		}
 		m.input.take()
-		m.conv.SetMaxSteps(n)
+		if err := m.conv.SetMaxSteps(m.ctx, n); err != nil { // at once, as SetModel above
+			m.status.say(firstLine(err.Error()), true)
+			return m, nil
+		}
 		m.pickedSteps = n
 		m.status.info = m.conv.Info()
 		m.status.maxSteps = n
@@ -236,16 +244,23 @@ func (m *Model) jobDone(msg tea.Msg) {
 		}
 		// The model and step cap the user chose hold for the new
 		// conversation; a resumed one's do not.
+		// A conversation just opened runs nothing, so these take its
+		// turn lock at once.
 		m.conv = msg.conv
+		var err error
 		if info := m.conv.Info(); m.pickedModel != "" && info.Model != m.pickedModel {
-			m.conv.SetModel(m.pickedModel)
+			err = m.conv.SetModel(m.ctx, m.pickedModel)
 		}
-		if info := m.conv.Info(); m.pickedSteps != 0 && info.MaxSteps != m.pickedSteps {
-			m.conv.SetMaxSteps(m.pickedSteps)
+		if info := m.conv.Info(); err == nil && m.pickedSteps != 0 && info.MaxSteps != m.pickedSteps {
+			err = m.conv.SetMaxSteps(m.ctx, m.pickedSteps)
 		}
 		info := m.conv.Info()
 		m.status = status{info: info, maxSteps: info.MaxSteps}
 		m.transcript.add(&note{text: fmt.Sprintf("── New conversation %s: a fresh sandbox, and the model starts over.", info.ID)})
+		if err != nil {
+			m.status.say("New conversation "+info.ID+", with its own model and step cap: "+firstLine(err.Error()), true)
+			break
+		}
 		m.status.say("New conversation "+info.ID+".", false)
 	case completionMsg:
 		m.completed(msg)
