@@ -73,7 +73,9 @@ type Kernel struct {
 	life context.Context // the workers' lifetime: Start's ctx, until Close
 	stop context.CancelFunc
 
-	runMu sync.Mutex // held for a whole Run
+	// turn holds a token while a Run is in progress: runs happen one at a
+	// time, and a Run waiting for its turn gives up when its ctx ends.
+	turn chan struct{}
 
 	// started is closed once Start's worker is started or failed to start
 	// (startErr, which the first Run returns).
@@ -128,7 +130,7 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	}
 	opt.Prewarm = append([]string(nil), opt.Prewarm...)
 	life, stop := context.WithCancel(ctx)
-	k := &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, started: make(chan struct{})}
+	k := &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, started: make(chan struct{}), turn: make(chan struct{}, 1)}
 	go func() {
 		defer close(k.started)
 		w, err := startWorker(life, sbx, opt)
@@ -139,19 +141,25 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	return k, nil
 }
 
-// Run runs code as the next cell. It first waits, if need be, for the
-// worker's start-up (bounded by Options.ReadyTimeout and ctx); timeout then
+// Run runs code as the next cell. It first waits for a run in progress to
+// end and, if need be, for the worker's start-up (bounded by
+// Options.ReadyTimeout); ctx bounds both waits, and a Run whose ctx ends
+// while it waits returns ctx's error without running anything. timeout then
 // limits the code itself (zero means no limit but ctx).
 //
 // A run that times out is interrupted with SIGINT; if it stops within
 // Options.Grace the session survives, otherwise the worker is killed and
 // replaced. When ctx ends the run is stopped the same way and ctx's error is
 // returned with what the run printed. Result.Duration includes the wait for
-// start-up. Under WithOutput the output is reported as the worker forwards
-// it, chunk by chunk.
+// start-up, not the wait for the run before. Under WithOutput the output is
+// reported as the worker forwards it, chunk by chunk.
 func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
-	k.runMu.Lock()
-	defer k.runMu.Unlock()
+	select {
+	case k.turn <- struct{}{}:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	defer func() { <-k.turn }()
 	began := time.Now()
 	res, err := k.run(ctx, code, timeout)
 	res.Duration = time.Since(began)

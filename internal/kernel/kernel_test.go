@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -231,4 +232,50 @@ func TestCloseWhileStarting(t *testing.T) {
 			t.Errorf("Run after Close = %v, want errClosed", err)
 		}
 	}
+}
+
+// TestQueuedRunGivesUp cancels a Run that waits for another to end: it
+// returns ctx's error at once, and its code never runs.
+func TestQueuedRunGivesUp(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	k := startKernel(t, sbx, Options{})
+	running := make(chan struct{})
+	var once sync.Once
+	first := make(chan error, 1)
+	go func() {
+		ctx := WithOutput(context.Background(), func(Output) { once.Do(func() { close(running) }) })
+		_, err := k.Run(ctx, "import os, time\nprint('running', flush=True)\n"+
+			"while not os.path.exists('/work/release'):\n    time.sleep(0.01)", time.Minute)
+		first <- err
+	}()
+	<-running
+
+	ctx, cancel := context.WithCancel(context.Background())
+	type ran struct {
+		res Result
+		err error
+	}
+	queued := make(chan ran, 1)
+	go func() {
+		res, err := k.Run(ctx, "open('/work/queued-ran', 'w').close()", time.Minute)
+		queued <- ran{res, err}
+	}()
+	// A moment for it to queue; the test holds whenever it is cancelled.
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	q := <-queued
+	if !errors.Is(q.err, context.Canceled) {
+		t.Errorf("queued Run: %v; want it cancelled before it began", q.err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the first run ended (%v) before the queued one gave up", err)
+	default:
+	}
+	writeFile(t, sbx, "/work/release", "")
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, run(t, k, "import os\nprint(os.path.exists('/work/queued-ran'))"), "False\n")
 }
