@@ -265,8 +265,8 @@ func TestQueuedRunGivesUp(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	q := <-queued
-	if !errors.Is(q.err, context.Canceled) {
-		t.Errorf("queued Run: %v; want it cancelled before it began", q.err)
+	if !errors.Is(q.err, context.Canceled) || q.res.Cell != 0 || q.res.Outcome != "" {
+		t.Errorf("queued Run = cell %d, outcome %q, %v; want it cancelled before it began", q.res.Cell, q.res.Outcome, q.err)
 	}
 	select {
 	case err := <-first:
@@ -277,5 +277,9 @@ func TestQueuedRunGivesUp(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	wantOK(t, run(t, k, "import os\nprint(os.path.exists('/work/queued-ran'))"), "False\n")
+	res := run(t, k, "import os\nprint(os.path.exists('/work/queued-ran'))")
+	wantOK(t, res, "False\n")
+	if res.Cell != 2 {
+		t.Errorf("cell %d after the cancelled run; want 2, as if it had never been", res.Cell)
+	}
 }
