@@ -154,8 +154,9 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 // Options.Grace the session survives, otherwise the worker is killed and
 // replaced. When ctx ends the run is stopped the same way and ctx's error is
 // returned with what the run printed. Result.Duration includes the wait for
-// start-up, not the wait for the run before. Under WithOutput the output is
-// reported as the worker forwards it, chunk by chunk.
+// start-up, not the wait for the run before. Under WithOutput or
+// WithAllOutput the output is reported as the worker forwards it, chunk by
+// chunk.
 func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
 	select {
 	case k.turn <- struct{}{}:
@@ -311,8 +312,8 @@ func (k *Kernel) drop(w *worker) {
 // runOn sends code to a ready worker and waits for its done frame, a
 // timeout, ctx or the worker's end, whichever comes first.
 func (k *Kernel) runOn(ctx context.Context, w *worker, code string, timeout time.Duration) (Result, error) {
-	s := newRunSink(k.opt, startFeed(outputFunc(ctx)))
-	// WithOutput's function is never called once Run has returned.
+	s := newRunSink(k.opt, startFeed(ctx))
+	// The output function is never called once Run has returned.
 	defer s.live.stop()
 	w.begin(s)
 	defer w.end()
@@ -419,6 +420,9 @@ func (k *Kernel) interrupt(w *worker, s *runSink, timeout time.Duration, cause e
 	if cause != nil {
 		outcome, exitCode = OutcomeInterrupted, -1
 	}
+	// A consumer of every piece of output must not hold the worker up now:
+	// what is left of the run would not end within the grace period.
+	s.live.hurry()
 	_ = w.proc.Signal(sandbox.SIGINT)
 	t := time.NewTimer(k.opt.Grace)
 	defer t.Stop()

@@ -32,7 +32,8 @@ type Runner interface {
 	// error is for the sandbox failing or ctx ending. When ctx ends while
 	// the code runs, the run is stopped, the error wraps ctx's, and Result
 	// still holds what the code printed until then and how long it ran.
-	// A ctx made by WithOutput gets the output as it is printed.
+	// A ctx made by WithOutput or WithAllOutput gets the output as it is
+	// printed.
 	Run(ctx context.Context, code string, timeout time.Duration) (Result, error)
 	// Close stops whatever the runner keeps running.
 	Close() error

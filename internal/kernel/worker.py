@@ -109,6 +109,7 @@ WORK_DIR = "/work"
 CHUNK = 64 << 10  # largest out/err frame payload
 MAX_REPR = 20000  # characters of a trailing expression's repr shown
 READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
+READER_BACKLOG = 4 << 20  # bytes of it forwarded, at most, while waiting (join_readers)
 TRACEBACK_LIMIT = 16 << 10  # characters of a traceback the done frame carries
 REPORT_LIMIT = 512 << 10  # bytes of a fresh-mode child's report read (read_report)
 BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see hook_matplotlib
@@ -153,6 +154,7 @@ class Channel:
         self.open = None  # the nonce of the run whose frames may be sent
         self.dropped = set()  # runs whose late output was dropped, logged once
         self.severed = False  # set in a forked child, which must send nothing
+        self.forwarded = 0  # bytes of output sent, for Worker.join_readers
 
     def begin(self, nonce):
         with self.lock:
@@ -177,6 +179,7 @@ class Channel:
             while data:
                 n = os.write(self.fd, data)
                 data = data[n:]
+            self.forwarded += len(payload)
 
     def send_last(self, nonce, kind, obj):
         """Sends the last frame of a run (done) or of the start-up (ready)."""
@@ -272,13 +275,25 @@ class Worker:
         })
 
     def join_readers(self, readers):
-        """Waits a while for a run's output readers to reach EOF."""
+        """Waits for a run's output readers to reach EOF: as long as they
+        forward what the run left in its pipes, which takes as long as terp
+        takes to read it (a consumer that must get every byte holds terp
+        back), but no longer than READER_JOIN_SECONDS without a frame sent,
+        nor for more than READER_BACKLOG bytes: a reader that still runs
+        after that reads a descriptor something else holds (a thread of the
+        code's with a dup of fd 1), not the run's backlog."""
         for t in readers:
-            t.join(READER_JOIN_SECONDS)
-            if t.is_alive():
-                # Something still holds a dup of the pipe; what it forwards
-                # from now is dropped, since the run is closed with done.
-                self.log("output reader of run %d still running" % self.cell)
+            start = self.chan.forwarded
+            while True:
+                before = self.chan.forwarded
+                t.join(READER_JOIN_SECONDS)
+                if not t.is_alive():
+                    break
+                if self.chan.forwarded == before or self.chan.forwarded - start > READER_BACKLOG:
+                    # What it forwards from now is dropped, since the run
+                    # is closed with done.
+                    self.log("output reader of run %d still running" % self.cell)
+                    break
 
     def exit_if_forked(self, code):
         """Ends a forked child that came back into this file's code, with
