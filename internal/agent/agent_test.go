@@ -182,6 +182,41 @@ func TestEventsTellTheStory(t *testing.T) {
 	}
 }
 
+// TestToolOutputCarriesTheFacts: the event of a run has the facts a
+// protocol forwards (the cell, the exception), while the model reads the
+// JSON it always read.
+func TestToolOutputCarriesTheFacts(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("print('before')\n1 / 0")),
+		func(req llmtest.Request) llmtest.Reply {
+			var keys map[string]any
+			if err := json.Unmarshal([]byte(req.Messages[len(req.Messages)-1].Content), &keys); err != nil {
+				t.Fatal(err)
+			}
+			for k := range keys {
+				if !strings.Contains(" exit_code stdout stderr files timed_out note ", " "+k+" ") {
+					t.Errorf("the tool result has %q: %v", k, keys)
+				}
+			}
+			return llmtest.Answer("done")
+		})
+	a := newAgent(t, s, agent.Config{Model: "m"})
+	var c collect
+	if _, err := a.Ask(context.Background(), "fail", c.send); err != nil {
+		t.Fatal(err)
+	}
+	var out *agent.ToolOutput
+	for _, e := range c.events {
+		if o, ok := e.(agent.ToolOutput); ok {
+			out = &o
+		}
+	}
+	if out == nil || out.Cell != 1 || out.Outcome != kernel.OutcomeError || out.Exception == nil ||
+		out.Exception.Name != "ZeroDivisionError" || out.Exception.Value != "division by zero" {
+		t.Fatalf("ToolOutput = %+v; want cell 1 and the ZeroDivisionError", out)
+	}
+}
+
 func TestUploadsAreListedNotReportedAsSaved(t *testing.T) {
 	s := llmtest.New(t,
 		func(req llmtest.Request) llmtest.Reply {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/pubsub"
 )
@@ -86,8 +87,19 @@ type ToolOutput struct {
 	Files []string
 	// Value is the repr of the code's last expression, which Stdout ends
 	// with (kernel mode); "" when it had none.
-	Value    string
-	Duration time.Duration
+	Value string
+	// Cell, Figures, Outcome, Exception and Restart are the run's facts
+	// beneath the words above (see kernel.Result), for a front-end that
+	// forwards them in a protocol's own messages: the execution count, the
+	// images saved (relative to /work, also among Files), how the run
+	// ended, the exception that ended it, and how the session ended during
+	// it. They are unset when the call could not run.
+	Cell      int
+	Figures   []string
+	Outcome   kernel.Outcome
+	Exception *kernel.Exception
+	Restart   *kernel.Restart
+	Duration  time.Duration
 }
 
 // FileSaved reports a file the code created or changed in /work.

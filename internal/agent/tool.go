@@ -140,10 +140,11 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 		return callOutcome{}, err
 	}
 	run, saved, res := ex.run, ex.saved, ex.res
-	send(ToolOutput{
+	out := ToolOutput{
 		Step: step, ID: call.ID, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		TimedOut: res.TimedOut, Notice: res.Note, Files: res.Files, Value: run.Value, Duration: run.Duration,
-	})
+	}
+	send(out.withFacts(run))
 	named := make(map[string]bool, len(res.Files))
 	for _, n := range res.Files {
 		named[n] = true
@@ -163,6 +164,12 @@ func (a *Agent) runCall(ctx context.Context, step int, call llm.ToolCall, send f
 			commas(len(saved)), wordingOf(a.cfg.Prompt).dir, commas(len(res.Files))))
 	}
 	return callOutcome{content: mustJSON(res), saved: saved}, nil
+}
+
+// withFacts is o with the run's facts beneath its words.
+func (o ToolOutput) withFacts(run kernel.Result) ToolOutput {
+	o.Cell, o.Figures, o.Outcome, o.Exception, o.Restart = run.Cell, run.Figures, run.Outcome, run.Exception, run.Restart
+	return o
 }
 
 // execution is one run of code and what it left in /work, as both a
@@ -226,7 +233,10 @@ type CodeRun struct {
 // a client that runs code itself, such as an MCP client. It is not added
 // to the history: the model never asked for it. A failure of the code is in
 // CodeRun; the error is for the sandbox failing or ctx ending, and then
-// CodeRun still holds what the code printed.
+// CodeRun still holds what the code printed. onOutput gets the output as
+// kernel.WithOutput gives it, for a person watching; with onOutput nil, a
+// ctx made by kernel.WithAllOutput (a protocol that forwards every byte)
+// is passed on as it is.
 func (a *Agent) Exec(ctx context.Context, code string, onOutput func(kernel.Output)) (CodeRun, error) {
 	ex, err := a.execute(ctx, code, onOutput)
 	if err != nil {
@@ -250,10 +260,11 @@ func stoppedRun(ctx context.Context, step int, call llm.ToolCall, run kernel.Res
 		who = "stopped at the time budget"
 	}
 	why := fmt.Sprintf("%s after %.1f s", who, run.Duration.Seconds())
-	send(ToolOutput{
+	out := ToolOutput{
 		Step: step, ID: call.ID, ExitCode: run.ExitCode, Stdout: run.Stdout, Stderr: run.Stderr,
 		Notice: run.Notice, Stopped: why, Duration: run.Duration,
-	})
+	}
+	send(out.withFacts(run))
 	var b strings.Builder
 	b.WriteString(why)
 	if run.Stdout == "" && run.Stderr == "" {

@@ -64,7 +64,7 @@ func TestContinueSeesHistoryAndFiles(t *testing.T) {
 				}
 			}
 			last := req.Messages[len(req.Messages)-1]
-			if !sawFirstStep || last.Role != "user" || !strings.Contains(last.Content, "variables and imports from earlier steps are gone") {
+			if !sawFirstStep || last.Role != "user" || !strings.Contains(last.Content, "all variables and imports were lost") {
 				t.Errorf("the follow-up request lacks the history or the note about the restarted session: %+v", req.Messages)
 			}
 			return llmtest.RunPython("print(open('notes.txt').read(), 'x' in globals())")
@@ -247,7 +247,7 @@ func TestKilledMidStepThenResumed(t *testing.T) {
 					if got := strings.Join(history, ","); got != tt.history {
 						t.Errorf("resumed history = %s; want %s: what was saved, without the killed step", got, tt.history)
 					}
-					if last := req.LastUser(); !strings.Contains(last, "variables and imports from earlier steps are gone, files in /work were kept") {
+					if last := req.LastUser(); !strings.Contains(last, "all variables and imports were lost. Files in /work were kept") {
 						t.Errorf("the model was not told its variables are gone:\n%s", last)
 					}
 					return llmtest.RunPython("print(open('/work/step1.txt').read(), 'x' in globals())")

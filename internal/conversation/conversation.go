@@ -227,11 +227,9 @@ func (c *Conversation) wake(ctx context.Context) error {
 	} else if lostVariables {
 		// Every backend keeps files, not memory, across a pause, and the
 		// runner below starts afresh.
-		note = "Python was restarted since the last question: " +
-			"variables and imports from earlier steps are gone, files in /work were kept."
+		note = kernel.LostSession("Python was restarted since the last question")
 		if kernel.Mode(c.cfg.ExecMode) == kernel.ModeScript {
-			note = "Code now runs as a new Python script each time: variables and imports " +
-				"from earlier steps are gone, files in /work were kept."
+			note = kernel.LostSession("Code now runs as a new Python script each time")
 		}
 	}
 	if err := c.startRunner(ctx); err != nil {

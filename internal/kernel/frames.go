@@ -61,6 +61,10 @@ type stallWatch struct {
 	deadline time.Time // by when the next part must arrive
 	complete uint64    // frames completed so far
 	fired    bool
+	// held is set while the reader hands a part on and reads nothing: a
+	// consumer of every piece of output may take its time (WithAllOutput),
+	// which is no stall of the stream's.
+	held bool
 }
 
 // await notes that a frame has begun and part of it is still to come.
@@ -71,6 +75,7 @@ func (sw *stallWatch) await(part string) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	sw.awaiting = part
+	sw.held = false
 	sw.deadline = time.Now().Add(sw.limit)
 	if sw.timer == nil {
 		sw.timer = time.AfterFunc(sw.limit, sw.check)
@@ -87,10 +92,22 @@ func (sw *stallWatch) idle() {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	sw.awaiting = ""
+	sw.held = false
 	sw.complete++
 	if sw.timer != nil {
 		sw.timer.Stop()
 	}
+}
+
+// hold notes that the reader hands on what it read and reads nothing until
+// the next await or idle, however long that takes.
+func (sw *stallWatch) hold() {
+	if sw == nil {
+		return
+	}
+	sw.mu.Lock()
+	sw.held = true
+	sw.mu.Unlock()
 }
 
 // check runs when the timer fires. A frame that made progress since the
@@ -98,7 +115,7 @@ func (sw *stallWatch) idle() {
 func (sw *stallWatch) check() {
 	sw.mu.Lock()
 	part := sw.awaiting
-	stalled := part != "" && !sw.fired && !time.Now().Before(sw.deadline)
+	stalled := part != "" && !sw.held && !sw.fired && !time.Now().Before(sw.deadline)
 	if stalled {
 		sw.fired = true
 	}
@@ -206,6 +223,7 @@ func (fr *frameReader) copyPayload(w io.Writer, n int) error {
 		if err != nil {
 			return fmt.Errorf("%w: stream ended inside a frame", errProtocol)
 		}
+		fr.stall.hold()
 		if _, err := w.Write(fr.buf[:k]); err != nil {
 			return err
 		}

@@ -73,7 +73,12 @@ type Kernel struct {
 	life context.Context // the workers' lifetime: Start's ctx, until Close
 	stop context.CancelFunc
 
-	runMu sync.Mutex // held for a whole Run
+	// turn holds a token while a Run is in progress: runs happen one at a
+	// time, and a Run waiting for its turn gives up when its ctx ends.
+	turn chan struct{}
+	// runs counts the runs that reached a worker in script mode, where
+	// they are the Cell numbers; it belongs to the Run that holds turn.
+	runs int
 
 	// started is closed once Start's worker is started or failed to start
 	// (startErr, which the first Run returns).
@@ -128,7 +133,7 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	}
 	opt.Prewarm = append([]string(nil), opt.Prewarm...)
 	life, stop := context.WithCancel(ctx)
-	k := &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, started: make(chan struct{})}
+	k := &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, started: make(chan struct{}), turn: make(chan struct{}, 1)}
 	go func() {
 		defer close(k.started)
 		w, err := startWorker(life, sbx, opt)
@@ -139,22 +144,30 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	return k, nil
 }
 
-// Run runs code as the next cell. It first waits, if need be, for the
-// worker's start-up (bounded by Options.ReadyTimeout and ctx); timeout then
+// Run runs code as the next cell. It first waits for a run in progress to
+// end and, if need be, for the worker's start-up (bounded by
+// Options.ReadyTimeout); ctx bounds both waits, and a Run whose ctx ends
+// while it waits returns ctx's error without running anything. timeout then
 // limits the code itself (zero means no limit but ctx).
 //
 // A run that times out is interrupted with SIGINT; if it stops within
 // Options.Grace the session survives, otherwise the worker is killed and
 // replaced. When ctx ends the run is stopped the same way and ctx's error is
 // returned with what the run printed. Result.Duration includes the wait for
-// start-up. Under WithOutput the output is reported as the worker forwards
-// it, chunk by chunk.
+// start-up, not the wait for the run before. Under WithOutput or
+// WithAllOutput the output is reported as the worker forwards it, chunk by
+// chunk.
 func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (Result, error) {
-	k.runMu.Lock()
-	defer k.runMu.Unlock()
+	select {
+	case k.turn <- struct{}{}:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	defer func() { <-k.turn }()
 	began := time.Now()
 	res, err := k.run(ctx, code, timeout)
 	res.Duration = time.Since(began)
+	res.Notice = k.notice(res, timeout)
 	return res, err
 }
 
@@ -162,50 +175,72 @@ func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration) (R
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	w, notice, err := k.current(ctx)
+	w, died, err := k.current(ctx)
 	if err != nil {
-		return Result{Notice: notice}, err
+		return Result{Died: died}, err
 	}
 	if err := k.awaitReady(ctx, w); err != nil {
-		return Result{Notice: notice}, err
+		return Result{Died: died}, err
 	}
 	res, err := k.runOn(ctx, w, code, timeout)
-	res.Notice = joinNotices(notice, res.Notice)
+	res.Died = died
 	return res, err
 }
 
 // current returns the current worker, starting a new one if there is none or
-// if the last one died between runs; the notice then tells the model its
-// session is new.
-func (k *Kernel) current(ctx context.Context) (*worker, string, error) {
+// if the last one died between runs; the Restart then says how it died, for
+// the model to learn that its session is new.
+func (k *Kernel) current(ctx context.Context) (*worker, *Restart, error) {
 	select {
 	case <-k.started:
 	case <-ctx.Done():
-		return nil, "", ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	k.mu.Lock()
 	w, closed, startErr := k.w, k.closed, k.startErr
 	k.startErr = nil
 	k.mu.Unlock()
 	if closed {
-		return nil, "", errClosed
+		return nil, nil, errClosed
 	}
 	if startErr != nil {
-		return nil, "", startErr
+		return nil, nil, startErr
 	}
 	if w != nil && !w.isGone() {
-		return w, "", nil
+		return w, nil, nil
 	}
-	notice := ""
+	var died *Restart
 	if w != nil && !k.opt.Fresh {
 		_ = w.awaitExit(exitWait)
-		notice = diedBetweenRunsNotice(w.exitStatus(), w.streamErr())
-		if why := w.stopReason(); why != "" {
-			notice = why + ". " + lostSession
-		}
+		died = k.ending(w)
 	}
 	w, err := k.replace(w)
-	return w, notice, err
+	return w, died, err
+}
+
+// ending says how a worker that went away by itself ended: it crashed or
+// exited, unless its stream shows it broke the protocol or the sandbox says
+// it stopped it.
+func (k *Kernel) ending(w *worker) *Restart {
+	r := &Restart{Reason: RestartCrashed, SessionLost: !k.opt.Fresh}
+	r.ExitCode, r.Signal = splitExit(w.exitStatus())
+	if err := w.streamErr(); errors.Is(err, errProtocol) {
+		r.Reason, r.Detail = RestartProtocol, err.Error()
+	}
+	if why := w.stopReason(); why != "" {
+		r.Reason, r.Detail = RestartStopped, why
+	}
+	return r
+}
+
+// splitExit splits a process's exit status into its code and the signal
+// that ended it, 0 if none: 128+signal, the shell's convention that the
+// sandbox follows.
+func splitExit(code int) (int, int) {
+	if code > 128 && code < 128+65 {
+		return code, code - 128
+	}
+	return code, 0
 }
 
 // replace kills old (if any) and starts a fresh worker, which begins its
@@ -277,11 +312,20 @@ func (k *Kernel) drop(w *worker) {
 // runOn sends code to a ready worker and waits for its done frame, a
 // timeout, ctx or the worker's end, whichever comes first.
 func (k *Kernel) runOn(ctx context.Context, w *worker, code string, timeout time.Duration) (Result, error) {
-	s := newRunSink(k.opt, startFeed(outputFunc(ctx)))
-	// WithOutput's function is never called once Run has returned.
+	s := newRunSink(k.opt, startFeed(ctx))
+	// The output function is never called once Run has returned.
 	defer s.live.stop()
 	w.begin(s)
 	defer w.end()
+	// The worker numbers its cells by the requests it read; in script mode
+	// every run is a program of its own, numbered in the Kernel's life.
+	if k.opt.Fresh {
+		k.runs++
+		s.cell = k.runs
+	} else {
+		w.cells++
+		s.cell = w.cells
+	}
 
 	line, err := json.Marshal(request{Nonce: s.nonce, Code: code})
 	if err != nil {
@@ -342,23 +386,25 @@ func (k *Kernel) finished(s *runSink, d doneMsg) Result {
 	k.mu.Lock()
 	k.last = d
 	k.mu.Unlock()
-	res := Result{ExitCode: d.ExitCode, Stdout: s.out.String(), Stderr: s.err.String()}
+	res := Result{
+		ExitCode: d.ExitCode, Stdout: s.out.String(), Stderr: s.err.String(),
+		Cell: s.cell, Figures: d.Figures, Exception: d.Exception, Outcome: OutcomeOK,
+	}
 	if d.Value != nil {
 		res.Value = *d.Value
 	}
-	if d.Signal != 0 && k.opt.Fresh {
-		res.Notice = killedNotice(d.Signal)
+	if d.Cell > 0 && !k.opt.Fresh {
+		res.Cell = d.Cell
+	}
+	switch {
+	case d.Signal != 0 && k.opt.Fresh:
+		// The run's own process died; the worker that forked it lives on.
+		res.Outcome = OutcomeRestarted
+		res.Restart = &Restart{Reason: RestartCrashed, ExitCode: d.ExitCode, Signal: d.Signal}
+	case d.Exception != nil || d.ExitCode != 0:
+		res.Outcome = OutcomeError
 	}
 	return res
-}
-
-// lost is what a worker's death costs beyond the run: the session in
-// kernel mode, nothing in fresh mode.
-func (k *Kernel) lost() string {
-	if k.opt.Fresh {
-		return filesKept
-	}
-	return lostSession
 }
 
 // interrupt ends a run that timed out (cause nil) or whose ctx ended (cause is
@@ -370,10 +416,13 @@ func (k *Kernel) lost() string {
 // frame is lost in the broken stream: that is reported as the broken
 // channel it is, not as a timeout.
 func (k *Kernel) interrupt(w *worker, s *runSink, timeout time.Duration, cause error) (Result, error) {
-	what := fmt.Sprintf("timed out after %s", timeout)
+	outcome, exitCode := OutcomeTimedOut, sandbox.ExitTimedOut
 	if cause != nil {
-		what = "was cancelled"
+		outcome, exitCode = OutcomeInterrupted, -1
 	}
+	// A consumer of every piece of output must not hold the worker up now:
+	// what is left of the run would not end within the grace period.
+	s.live.hurry()
 	_ = w.proc.Signal(sandbox.SIGINT)
 	t := time.NewTimer(k.opt.Grace)
 	defer t.Stop()
@@ -381,16 +430,11 @@ func (k *Kernel) interrupt(w *worker, s *runSink, timeout time.Duration, cause e
 	case d := <-s.done:
 		res := k.finished(s, d)
 		res.TimedOut = cause == nil
+		res.Outcome, res.Restart = outcome, nil
 		if k.opt.Fresh {
-			res.ExitCode, res.Notice = sandbox.ExitTimedOut, stoppedNotice(timeout, cause)
-			if cause != nil {
-				res.ExitCode = -1
-			}
-			return res, cause
+			// The worker killed the run's processes, with SIGKILL.
+			res.ExitCode = exitCode
 		}
-		res.Notice = fmt.Sprintf("The run %s: it was interrupted (KeyboardInterrupt) and stopped. The Python "+
-			"session survived, so variables and imports were kept, including any the code set before it "+
-			"was stopped. Files in /work were kept.", what)
 		return res, cause
 	case <-w.gone:
 	case <-t.C:
@@ -404,20 +448,16 @@ func (k *Kernel) interrupt(w *worker, s *runSink, timeout time.Duration, cause e
 	}
 
 	w.kill()
+	restart := &Restart{Reason: RestartKilled, SessionLost: !k.opt.Fresh}
+	restart.ExitCode, restart.Signal = splitExit(w.exitStatus())
 	res := Result{
-		ExitCode: sandbox.ExitTimedOut,
+		ExitCode: exitCode,
 		Stdout:   s.out.String(),
 		Stderr:   s.err.String(),
+		Cell:     s.cell,
+		Outcome:  OutcomeRestarted,
+		Restart:  restart,
 		TimedOut: cause == nil,
-		Notice: fmt.Sprintf("The run %s and was killed, because it did not stop within %s of an interrupt. "+
-			"Python was restarted, so all variables and imports were lost. Files in /work were kept.",
-			what, k.opt.Grace),
-	}
-	if cause != nil {
-		res.ExitCode = -1
-	}
-	if k.opt.Fresh {
-		res.Notice = stoppedNotice(timeout, cause)
 	}
 	if _, err := k.replace(w); err != nil {
 		return res, errors.Join(cause, err)
@@ -443,18 +483,15 @@ func (k *Kernel) crashed(w *worker, s *runSink) (Result, error) {
 		}
 		_, _ = s.err.Write([]byte(report + "\n"))
 	}
-	code := w.exitStatus()
-	res := Result{ExitCode: code, Stdout: s.out.String(), Stderr: s.err.String()}
+	res := Result{ExitCode: w.exitStatus(), Stdout: s.out.String(), Stderr: s.err.String(), Cell: s.cell}
 	k.mu.Lock()
 	closed := k.closed
 	k.mu.Unlock()
 	if closed {
+		// Close ended it: nobody is left to tell.
 		return res, errClosed
 	}
-	res.Notice = crashNotice(code, streamErr, k.lost())
-	if why := w.stopReason(); why != "" {
-		res.Notice = why + ". " + k.lost()
-	}
+	res.Outcome, res.Restart = OutcomeRestarted, k.ending(w)
 	if _, err := k.replace(w); err != nil {
 		return res, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -230,5 +231,55 @@ func TestCloseWhileStarting(t *testing.T) {
 		if _, err := k.Run(context.Background(), "print(1)", time.Minute); !errors.Is(err, errClosed) {
 			t.Errorf("Run after Close = %v, want errClosed", err)
 		}
+	}
+}
+
+// TestQueuedRunGivesUp cancels a Run that waits for another to end: it
+// returns ctx's error at once, and its code never runs.
+func TestQueuedRunGivesUp(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	k := startKernel(t, sbx, Options{})
+	running := make(chan struct{})
+	var once sync.Once
+	first := make(chan error, 1)
+	go func() {
+		ctx := WithOutput(context.Background(), func(Output) { once.Do(func() { close(running) }) })
+		_, err := k.Run(ctx, "import os, time\nprint('running', flush=True)\n"+
+			"while not os.path.exists('/work/release'):\n    time.sleep(0.01)", time.Minute)
+		first <- err
+	}()
+	<-running
+
+	ctx, cancel := context.WithCancel(context.Background())
+	type ran struct {
+		res Result
+		err error
+	}
+	queued := make(chan ran, 1)
+	go func() {
+		res, err := k.Run(ctx, "open('/work/queued-ran', 'w').close()", time.Minute)
+		queued <- ran{res, err}
+	}()
+	// A moment for it to queue; the test holds whenever it is cancelled.
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	q := <-queued
+	if !errors.Is(q.err, context.Canceled) || q.res.Cell != 0 || q.res.Outcome != "" {
+		t.Errorf("queued Run = cell %d, outcome %q, %v; want it cancelled before it began", q.res.Cell, q.res.Outcome, q.err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the first run ended (%v) before the queued one gave up", err)
+	default:
+	}
+	writeFile(t, sbx, "/work/release", "")
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, k, "import os\nprint(os.path.exists('/work/queued-ran'))")
+	wantOK(t, res, "False\n")
+	if res.Cell != 2 {
+		t.Errorf("cell %d after the cancelled run; want 2, as if it had never been", res.Cell)
 	}
 }

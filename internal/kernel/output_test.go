@@ -3,11 +3,14 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/terpdev/terp/internal/sandbox"
 )
 
 // TestOutputArrivesWhileTheCodeRuns holds the code until the test has seen,
@@ -63,9 +66,10 @@ func TestStuckOutputConsumerDoesNotHoldUpTheCode(t *testing.T) {
 	t.Parallel()
 	sbx := newSandbox(t)
 	k := startKernel(t, sbx, Options{MaxStdout: 1 << 20})
-	var calls int
-	ctx := WithOutput(context.Background(), func(Output) {
+	var calls, got int
+	ctx := WithOutput(context.Background(), func(o Output) {
 		calls++
+		got += len(o.Text)
 		if calls > 1 {
 			return
 		}
@@ -84,6 +88,14 @@ func TestStuckOutputConsumerDoesNotHoldUpTheCode(t *testing.T) {
 	}
 	if calls == 0 {
 		t.Error("the output function was never called")
+	}
+	// What found the queue full was dropped.
+	printed := len("end\n")
+	for i := range 200000 {
+		printed += len(fmt.Sprintf("line %d\n", i))
+	}
+	if got >= printed {
+		t.Errorf("the output function got %d bytes of the %d printed; want pieces dropped", got, printed)
 	}
 }
 
@@ -156,4 +168,63 @@ print("\x1b[1;32mresult\x1b[0m 42 \x1b]0;a title\x07done")
 			}
 		})
 	}
+}
+
+// lines is what `for i in range(n): print('%07d' % i)` prints.
+func lines(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%07d\n", i)
+	}
+	return b.String()
+}
+
+// TestAllOutputArrives prints 2 MB to a consumer slower than the code:
+// under WithAllOutput every byte arrives, in order, before Run returns.
+func TestAllOutputArrives(t *testing.T) {
+	eachMode(t, func(t *testing.T, k *Kernel, _ sandbox.Sandbox) {
+		var got strings.Builder
+		pieces := 0
+		ctx := WithAllOutput(context.Background(), func(o Output) {
+			if o.Stream == Stdout {
+				got.WriteString(o.Text)
+			}
+			pieces++
+			time.Sleep(time.Millisecond)
+		})
+		const n = 1 << 18 // 8 bytes each: 2 MiB
+		res, err := k.Run(ctx, fmt.Sprintf("import sys\nfor i in range(%d):\n    sys.stdout.write('%%07d\\n' %% i)", n), 2*time.Minute)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("Run = exit %d, %v, stderr %q", res.ExitCode, err, res.Stderr)
+		}
+		want := lines(n)
+		if g := got.String(); g != want {
+			i := 0
+			for i < min(len(g), len(want)) && g[i] == want[i] {
+				i++
+			}
+			t.Errorf("got %d bytes in %d pieces, want %d; they differ from byte %d", len(g), pieces, len(want), i)
+		}
+	})
+}
+
+// TestAllOutputGivesUpWithItsContext: a consumer that stops reading holds
+// the code up, but not beyond ctx: the run then ends as cancelled, without
+// waiting for the consumer.
+func TestAllOutputGivesUpWithItsContext(t *testing.T) {
+	t.Parallel()
+	k := startKernel(t, newSandbox(t), Options{})
+	release := make(chan struct{})
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	live := WithAllOutput(ctx, func(Output) {
+		cancel()
+		<-release
+	})
+	res, err := k.Run(live, "x = 1\nfor i in range(1 << 18):\n    print('%07d' % i)", 2*time.Minute)
+	if !errors.Is(err, context.Canceled) || res.Outcome != OutcomeInterrupted {
+		t.Fatalf("Run = outcome %q, %v; want interrupted", res.Outcome, err)
+	}
+	wantOK(t, run(t, k, "print(x)"), "1\n")
 }

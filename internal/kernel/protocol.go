@@ -105,9 +105,25 @@ type doneMsg struct {
 	// display() shows of it), as printed at the end of its stdout; nil when
 	// it had none (or it was None).
 	Value *string `json:"value"`
+	// Exception is the exception that ended the run's code, null when none
+	// did (see Exception): its type's name, its value (str) and the
+	// traceback the code's stderr shows, as lines, without terp's frames;
+	// for a SyntaxError the formatted error lines alone, for the notebook
+	// layer's UsageError and a SystemExit with a nonzero status none. The
+	// traceback is also printed on the run's stderr, as before, since the
+	// model reads that. It is cut to fit: each line and the value at 20,000
+	// characters, the traceback at 16 Ki characters, head and tail.
+	//
+	// In fresh mode the forked child reports it (and the images display()
+	// saved, which are then in Figures) as it ends, as a JSON document on a
+	// pipe of its own that the worker reads while the child runs; it is
+	// null when the child was killed by a signal or left no report.
+	Exception *Exception `json:"exception"`
 	// Signal is the signal that ended a fresh-mode run's process, 0 if it
 	// exited (ExitCode is then 128+Signal, as a shell gives it).
-	Signal  int     `json:"signal"`
+	Signal int `json:"signal"`
+	// Cell is the run's number in the worker's life, from 1: the <cell N>
+	// its tracebacks name.
 	Cell    int     `json:"cell"`
 	Seconds float64 `json:"seconds"`
 }

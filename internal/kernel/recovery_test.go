@@ -132,7 +132,10 @@ func TestDiedBetweenRuns(t *testing.T) {
 	if res.ExitCode != 1 {
 		t.Errorf("exit %d, stderr %q", res.ExitCode, res.Stderr)
 	}
-	wantNotice(t, res.Notice, "stopped since the last run", "exited with code 5", "variables and imports from earlier runs were lost")
+	wantNotice(t, res.Notice, "stopped since the last run", "exited with code 5", "all variables and imports were lost")
+	if want := (Restart{Reason: RestartCrashed, ExitCode: 5, SessionLost: true}); res.Died == nil || *res.Died != want || res.Cell != 1 {
+		t.Errorf("died %+v, cell %d; want %+v, cell 1", res.Died, res.Cell, want)
+	}
 	wantLost(t, k)
 }
 
@@ -185,6 +188,10 @@ for fd in range(3, 1024):
 				"all variables and imports were lost", "Files in /work were kept")
 			if res.TimedOut || strings.Contains(res.Notice, "timed out") || res.Stdout != "before\n" {
 				t.Errorf("timed out %v, stdout %q, notice %q", res.TimedOut, res.Stdout, res.Notice)
+			}
+			if r := res.Restart; res.Outcome != OutcomeRestarted || r == nil || r.Reason != RestartProtocol ||
+				!strings.Contains(r.Detail, tt.notice) || !r.SessionLost {
+				t.Errorf("outcome %q, restart %+v; want a broken channel", res.Outcome, r)
 			}
 			if res.Duration > 5*time.Second {
 				t.Errorf("took %s to notice", res.Duration)
@@ -288,6 +295,9 @@ func TestWorkFullStopsTheCell(t *testing.T) {
 	wantNotice(t, res.Notice, "past the sandbox's 16.0 MiB limit (max_work_size)", "Delete files", "all variables and imports were lost")
 	if strings.Contains(res.Notice, "memory") {
 		t.Errorf("the notice blames memory: %q", res.Notice)
+	}
+	if r := res.Restart; r == nil || r.Reason != RestartStopped || !strings.Contains(r.Detail, "max_work_size") {
+		t.Errorf("restart %+v; want the sandbox's stop", r)
 	}
 	// Cleaning up runs, over the limit as /work still is.
 	wantOK(t, run(t, k, "import glob, os\nfor p in glob.glob('/work/fill*'): os.remove(p)\nprint('clean')"), "clean\n")

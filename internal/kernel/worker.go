@@ -56,6 +56,9 @@ type worker struct {
 	exited   chan struct{} // closed when the process has exited
 	diagDone chan struct{} // closed when its stderr is drained
 	frames   *frameReader
+	// cells counts the requests sent, by which the worker numbers its
+	// cells; it belongs to the Run in progress.
+	cells int
 
 	mu       sync.Mutex
 	info     readyMsg // valid once ready is closed
@@ -70,8 +73,9 @@ type worker struct {
 // runSink is where the frames of the run in progress go.
 type runSink struct {
 	nonce    string
+	cell     int // the run's Result.Cell
 	out, err *runStream
-	live     *feed        // the run's WithOutput function; nil if none
+	live     *feed        // the run's output function; nil if none
 	done     chan doneMsg // buffered, receives the run's done frame
 	finished bool         // done arrived; later frames are stray
 }
@@ -89,7 +93,7 @@ func newRunSink(opt Options, live *feed) *runSink {
 }
 
 // writer is where the payload of an out or err frame goes: the run's
-// stream, and its WithOutput function if it has one.
+// stream, and its output function if it has one.
 func (s *runSink) writer(kind string) io.Writer {
 	rs, stream := s.out, Stdout
 	if kind == kindErr {

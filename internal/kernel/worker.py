@@ -34,7 +34,9 @@ Fresh mode (--fresh: terp's script mode). The worker runs no code of the
 model's itself: for each request it writes the code to /work/.terp/main.py,
 compiles it, and forks a child that runs it as the main program of a clean
 interpreter (FreshWorker), with the run's pipes on fd 1 and 2, then sends the
-child's exit status in done. SIGINT kills the child at once. There is no
+child's exit status in done, with what the child reported on a pipe of its
+own as it ended: the exception that ended it and the images display()
+saved. SIGINT kills the child at once. There is no
 prewarm, no figure saving and no value shown: a run is `python3 main.py`,
 minus the interpreter's and the sandbox's start. The notebook layer works
 there too: a cell's IPython syntax is made Python in this process, before
@@ -107,6 +109,9 @@ WORK_DIR = "/work"
 CHUNK = 64 << 10  # largest out/err frame payload
 MAX_REPR = 20000  # characters of a trailing expression's repr shown
 READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
+READER_BACKLOG = 4 << 20  # bytes of it forwarded, at most, while waiting (join_readers)
+TRACEBACK_LIMIT = 16 << 10  # characters of a traceback the done frame carries
+REPORT_LIMIT = 512 << 10  # bytes of a fresh-mode child's report read (read_report)
 BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see hook_matplotlib
 PR_SET_CHILD_SUBREAPER = 36
 PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
@@ -149,6 +154,7 @@ class Channel:
         self.open = None  # the nonce of the run whose frames may be sent
         self.dropped = set()  # runs whose late output was dropped, logged once
         self.severed = False  # set in a forked child, which must send nothing
+        self.forwarded = 0  # bytes of output sent, for Worker.join_readers
 
     def begin(self, nonce):
         with self.lock:
@@ -173,6 +179,7 @@ class Channel:
             while data:
                 n = os.write(self.fd, data)
                 data = data[n:]
+            self.forwarded += len(payload)
 
     def send_last(self, nonce, kind, obj):
         """Sends the last frame of a run (done) or of the start-up (ready)."""
@@ -197,6 +204,7 @@ class Worker:
         self.cell = 0
         self.figures = []  # saved during the current run
         self.value = None  # the repr the current run's last expression showed
+        self.exception = None  # what ended the current run's code (exception_report)
         self.sigint = False  # a SIGINT arrived during the current run
         self.pid = os.getpid()  # the worker's; any other is a forked child's
         self.forked = False  # set in a child by os.fork's at-fork hook
@@ -226,6 +234,7 @@ class Worker:
         self.cell += 1
         self.figures = []
         self.value = None
+        self.exception = None
         self.sigint = False
         started = time.monotonic()
         self.running.set()
@@ -260,18 +269,31 @@ class Worker:
             "interrupted": self.sigint,
             "figures": self.figures,
             "value": self.value,
+            "exception": bounded_exception(self.exception),
             "cell": self.cell,
             "seconds": round(time.monotonic() - started, 6),
         })
 
     def join_readers(self, readers):
-        """Waits a while for a run's output readers to reach EOF."""
+        """Waits for a run's output readers to reach EOF: as long as they
+        forward what the run left in its pipes, which takes as long as terp
+        takes to read it (a consumer that must get every byte holds terp
+        back), but no longer than READER_JOIN_SECONDS without a frame sent,
+        nor for more than READER_BACKLOG bytes: a reader that still runs
+        after that reads a descriptor something else holds (a thread of the
+        code's with a dup of fd 1), not the run's backlog."""
         for t in readers:
-            t.join(READER_JOIN_SECONDS)
-            if t.is_alive():
-                # Something still holds a dup of the pipe; what it forwards
-                # from now is dropped, since the run is closed with done.
-                self.log("output reader of run %d still running" % self.cell)
+            start = self.chan.forwarded
+            while True:
+                before = self.chan.forwarded
+                t.join(READER_JOIN_SECONDS)
+                if not t.is_alive():
+                    break
+                if self.chan.forwarded == before or self.chan.forwarded - start > READER_BACKLOG:
+                    # What it forwards from now is dropped, since the run
+                    # is closed with done.
+                    self.log("output reader of run %d still running" % self.cell)
+                    break
 
     def exit_if_forked(self, code):
         """Ends a forked child that came back into this file's code, with
@@ -313,9 +335,7 @@ class Worker:
         try:
             body, last, imports = self.notebook.compile(lambda c: compile_cell(c, filename, code), code)
         except Exception as e:  # SyntaxError, null bytes, too deeply nested
-            import traceback
-
-            sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+            self.exception = print_exception(e, only=True)
             return 1
         try:
             signal.signal(signal.SIGINT, self.on_sigint)
@@ -331,10 +351,13 @@ class Worker:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
         except SystemExit as e:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            return exit_status(e.code)
+            status = exit_status(e.code)
+            if status:
+                self.exception = exit_report(e)
+            return status
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            print_exception(e)
+            self.exception = print_exception(e)
             return 1
         return 0
 
@@ -417,6 +440,9 @@ class FreshWorker(Worker):
         except Exception as e:  # SyntaxError, null bytes, too deeply nested
             compiled = e
         pipes = (os.pipe(), os.pipe())
+        # The child's report: the exception that ended it and the images it
+        # saved, which this process cannot see (read_report).
+        report_r, report_w = os.pipe()
         # Forked before the reader threads start: the child of a process
         # with threads inherits only the forking one, and Python 3.12 warns
         # of it.
@@ -426,7 +452,8 @@ class FreshWorker(Worker):
                 os.dup2(w, fd)
                 os.close(w)
                 os.close(r)
-            os._exit(self.run_script(compiled))
+            os.close(report_r)
+            os._exit(self.run_script(compiled, private_fd(report_w, close=True)))
         self.child = pid
         readers = []
         for (r, w), kind in zip(pipes, ("out", "err")):
@@ -434,6 +461,11 @@ class FreshWorker(Worker):
             t = threading.Thread(target=self.forward, args=(r, nonce, kind), daemon=True)
             t.start()
             readers.append(t)
+        os.close(report_w)
+        report = []
+        t = threading.Thread(target=read_report, args=(report_r, report, self.log), daemon=True)
+        t.start()
+        readers.append(t)
         signal.signal(signal.SIGINT, self.on_sigint)
         try:
             _, status = os.waitpid(pid, 0)  # retried after the handler, PEP 475
@@ -442,10 +474,13 @@ class FreshWorker(Worker):
             self.child = 0
         kill_descendants(self.log)
         self.join_readers(readers)
-        done = {"exit_code": exit_code_of(status), "interrupted": self.sigint, "figures": [],
-                "value": None, "cell": self.cell, "seconds": round(time.monotonic() - started, 6)}
+        exception, figures = child_report(report, self.log)
+        done = {"exit_code": exit_code_of(status), "interrupted": self.sigint, "figures": figures,
+                "value": None, "exception": exception, "cell": self.cell,
+                "seconds": round(time.monotonic() - started, 6)}
         if os.WIFSIGNALED(status):
             done["signal"] = os.WTERMSIG(status)
+            done["exception"] = None  # what the child said before it was killed, if anything
         self.chan.send_last(nonce, "done", done)
 
     def on_sigint(self, signum, frame):
@@ -456,10 +491,13 @@ class FreshWorker(Worker):
             except ProcessLookupError:
                 pass
 
-    def run_script(self, compiled):
+    def run_script(self, compiled, report_fd):
         """Runs the compiled code (or raises the exception compiling it
         raised) in the forked child as the main program, and returns its
-        exit status, after what the interpreter does at exit."""
+        exit status, after what the interpreter does at exit. Then it
+        writes its report (send_report) to report_fd."""
+        me = os.getpid()
+        exception = None
         signal.signal(signal.SIGINT, signal.default_int_handler)
         self.std.bind()
         # A crash of the code is reported where its output goes.
@@ -478,6 +516,8 @@ class FreshWorker(Worker):
             status = 0
         except SystemExit as e:
             status = exit_status(e.code)
+            if status:
+                exception = exit_report(e)
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too
             if is_usage_error(e):
                 write_quietly(sys.stderr, usage_error_text(e))
@@ -490,6 +530,9 @@ class FreshWorker(Worker):
                 except BaseException:  # noqa: BLE001
                     sys.__excepthook__(type(e), e, tb)
                 status = 130 if isinstance(e, KeyboardInterrupt) else 1
+            # Described apart from what the hook printed, which may be the
+            # code's own hook's.
+            exception = exception_report(e)
         # As the interpreter does at exit: wait for the threads the code
         # left running, then run its atexit functions, then flush.
         for step in (getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)):
@@ -499,7 +542,79 @@ class FreshWorker(Worker):
             except BaseException:  # noqa: BLE001 - a KeyboardInterrupt while waiting
                 pass
         self.std.flush()
+        if os.getpid() == me:
+            # Not from a child the code forked that came back here: the
+            # report is the run's.
+            send_report(report_fd, {"exception": bounded_exception(exception), "figures": self.figures})
         return status
+
+
+def send_report(fd, report):
+    """Writes a fresh-mode child's report to the worker, as one JSON
+    document, and closes fd. A code that closed or replaced fd leaves no
+    report: the run's exit status and stderr still tell what happened."""
+    try:
+        data = memoryview(json.dumps(report).encode())
+        while data:
+            data = data[os.write(fd, data):]
+    except (OSError, ValueError, TypeError):
+        pass
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def read_report(fd, into, log):
+    """Reads a fresh-mode child's report into into, as one bytes object,
+    until every process that holds the pipe's write end is gone: the child,
+    and any process it forked, which kill_descendants ends.
+
+    A pipe, not a file: the code owns /work, where a file could be replaced
+    or a link planted, and a pipe needs no cleaning up; it is read while
+    the child runs, so a report larger than the pipe holds never blocks the
+    child, and the child's end closes when it dies, however it dies. Beyond
+    REPORT_LIMIT bytes, which no report of the child's comes near, what it
+    reads is dropped, so that a code that writes into the pipe itself cannot
+    make the worker hold more."""
+    data, dropped = [], False
+    size = 0
+    try:
+        while True:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                break
+            if size + len(chunk) > REPORT_LIMIT:
+                dropped = True
+                continue
+            size += len(chunk)
+            data.append(chunk)
+    except OSError as e:
+        log("reading the run's report: %s" % e)
+    finally:
+        os.close(fd)
+    if dropped:
+        log("dropped a report over %d bytes" % REPORT_LIMIT)
+        data = []
+    into.append(b"".join(data))
+
+
+def child_report(report, log):
+    """The exception and the figures a fresh-mode child reported (read_report
+    put its bytes in report), checked: the child runs the model's code,
+    which can write anything into the pipe. Nothing when there is no report."""
+    data = report[0] if report else b""
+    if not data:
+        return None, []
+    try:
+        got = json.loads(data)
+        figures = got["figures"]
+        if not isinstance(figures, list) or not all(isinstance(f, str) and FIGURE_NAME.fullmatch(f) for f in figures):
+            raise ValueError("figures are not figure file names")
+        return bounded_exception(got["exception"]), figures
+    except (ValueError, KeyError, TypeError) as e:
+        log("a bad report from the run: %s" % e)
+        return None, []
 
 
 # Where a fresh-mode run's code is written before it runs, so that its
@@ -655,23 +770,92 @@ def exit_status(code):
     return 1
 
 
-def print_exception(e):
+def print_exception(e, only=False):
     """Prints e's traceback without terp's frames, so the model sees its own
-    code and the libraries it called, as with `python3 file`."""
-    import traceback
-
+    code and the libraries it called, as with `python3 file`, and returns
+    the exception as the done frame reports it (exception_report). only
+    prints the exception alone, without a traceback: for an error in
+    compiling the cell, which has no frame of the code's."""
+    report = exception_report(e, only)
     if is_usage_error(e):
         write_quietly(sys.stderr, usage_error_text(e))
-        return
+    else:
+        write_quietly(sys.stderr, "".join(line + "\n" for line in report["traceback"]))
+    return report
+
+
+def exception_report(e, only=False):
+    """e as the done frame reports the exception that ended a run
+    (protocol.go): its type's name and its value (str) as Jupyter's error
+    message has them, and its traceback as the model reads it, one line an
+    item: without terp's frames, and for a SyntaxError just the formatted
+    error lines. A UsageError of the notebook layer's has none, as IPython
+    prints none."""
+    import traceback
+
+    name = type(e).__name__
     try:
-        te = traceback.TracebackException(type(e), e, e.__traceback__, compact=True)
-        strip_worker_frames(te, set())
-        sys.stderr.write("".join(te.format()))
-    except BaseException:  # noqa: BLE001 - a broken __repr__ or stderr
-        try:
-            sys.stderr.write("%s\n" % type(e).__name__)
-        except BaseException:  # noqa: BLE001
-            pass
+        value = str(e)
+    except BaseException:  # noqa: BLE001 - a broken __str__
+        value = "<exception str() failed>"
+    if is_usage_error(e):
+        return {"name": name, "value": value, "traceback": []}
+    try:
+        if only:
+            text = "".join(traceback.format_exception_only(type(e), e))
+        else:
+            te = traceback.TracebackException(type(e), e, e.__traceback__, compact=True)
+            strip_worker_frames(te, set())
+            text = "".join(te.format())
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+    except BaseException:  # noqa: BLE001 - a broken __repr__
+        lines = [name]
+    return {"name": name, "value": value, "traceback": lines}
+
+
+def exit_report(e):
+    """A SystemExit with a nonzero status as the exception that ended the
+    run: it prints no traceback, as Python prints none."""
+    try:
+        value = str(e)
+    except BaseException:  # noqa: BLE001
+        value = ""
+    return {"name": type(e).__name__, "value": value, "traceback": []}
+
+
+def bounded_exception(report):
+    """report (exception_report's, or what a fresh-mode child sent, which
+    may be anything) cut to fit the done frame with room to spare: the value
+    and each line at MAX_REPR characters, the traceback at TRACEBACK_LIMIT,
+    keeping its head and its tail, which names the exception. None when it
+    is not a report."""
+    if not isinstance(report, dict):
+        return None
+    name, value, lines = report.get("name"), report.get("value"), report.get("traceback")
+    if not (isinstance(name, str) and isinstance(value, str) and isinstance(lines, list) and
+            all(isinstance(line, str) for line in lines)):
+        return None
+    lines = [cut_line(line) for line in lines]
+    if sum(len(line) + 1 for line in lines) > TRACEBACK_LIMIT:
+        # The tail first, with three quarters of the room, then the head.
+        start, end, size = 0, len(lines), 0
+        while end > 0 and size + len(lines[end - 1]) + 1 <= TRACEBACK_LIMIT * 3 // 4:
+            end -= 1
+            size += len(lines[end]) + 1
+        while start < end and size + len(lines[start]) + 1 <= TRACEBACK_LIMIT:
+            size += len(lines[start]) + 1
+            start += 1
+        lines = lines[:start] + ["[... %d lines cut ...]" % (end - start)] + lines[end:]
+    return {"name": cut_line(name), "value": cut_line(value), "traceback": lines}
+
+
+def cut_line(text):
+    """text, cut at MAX_REPR characters, saying so on the same line."""
+    if len(text) > MAX_REPR:
+        text = text[:MAX_REPR] + " [... cut at %d of %d characters ...]" % (MAX_REPR, len(text))
+    return text
 
 
 def strip_worker_frames(te, seen):

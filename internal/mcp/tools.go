@@ -19,6 +19,7 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -427,7 +428,7 @@ func (s *Server) reset(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Call
 	if err := sb.conv.Restart(ctx); err != nil {
 		return failed(err), nil
 	}
-	return told(text("Python was restarted: variables and imports are gone, files in /work were kept."), sb), nil
+	return told(text(kernel.LostSession("Python was restarted")), sb), nil
 }
 
 // readResource reads terp://work/PATH from the caller's sandbox, up to

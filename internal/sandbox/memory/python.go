@@ -43,22 +43,39 @@ func PythonStandIn(ctx context.Context, c *Cmd) int {
 	if name == workerScript {
 		return standInWorker(ctx, c)
 	}
-	return runStandIn(ctx, c, name, code)
+	exit, _ := runStandIn(ctx, c, name, code)
+	return exit
 }
 
-// runStandIn runs code in the line language, as the file name.
-func runStandIn(ctx context.Context, c *Cmd, name, code string) int {
+// exception is the exception that ended a run, as the worker's done frame
+// reports it (kernel/protocol.go): its type's name, its value, and what
+// stderr shows of it, as lines.
+type exception struct {
+	Name      string   `json:"name"`
+	Value     string   `json:"value"`
+	Traceback []string `json:"traceback"`
+}
+
+// raise prints e on stderr, as Python prints an exception that ends a
+// program, and returns it.
+func raise(c *Cmd, e *exception) *exception {
+	fmt.Fprintln(c.Stderr, strings.Join(e.Traceback, "\n"))
+	return e
+}
+
+// runStandIn runs code in the line language, as the file name, and returns
+// its exit code and the exception that ended it, nil if none did.
+func runStandIn(ctx context.Context, c *Cmd, name, code string) (int, *exception) {
 	prog, err := parseStandIn(name, code)
 	if err != nil {
-		fmt.Fprintln(c.Stderr, err)
-		return 1
+		return 1, raise(c, err)
 	}
 	for _, st := range prog {
-		if exit, done := st.run(ctx, c); done {
-			return exit
+		if exit, e, done := st.run(ctx, c); done {
+			return exit, e
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // pythonSource finds the code a python3 command line runs, and its name in
@@ -97,8 +114,9 @@ type statement struct {
 	exit      int
 }
 
-// parseStandIn reads all of code before any of it runs.
-func parseStandIn(name, code string) ([]statement, error) {
+// parseStandIn reads all of code before any of it runs. A line it cannot
+// read is a SyntaxError, as Python formats one.
+func parseStandIn(name, code string) ([]statement, *exception) {
 	var prog []statement
 	for i, line := range strings.Split(code, "\n") {
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
@@ -126,15 +144,20 @@ func parseStandIn(name, code string) ([]statement, error) {
 			err = fmt.Errorf("the stand-in for Python runs print, stderr, write, cat, sleep and exit, not %q", verb)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("  File %q, line %d\n    %s\nSyntaxError: %v", name, i+1, line, err)
+			return nil, &exception{
+				Name:      "SyntaxError",
+				Value:     fmt.Sprintf("%v (%s, line %d)", err, path.Base(name), i+1),
+				Traceback: []string{fmt.Sprintf("  File %q, line %d", name, i+1), "    " + line, "SyntaxError: " + err.Error()},
+			}
 		}
 		prog = append(prog, st)
 	}
 	return prog, nil
 }
 
-// run runs one statement; done says the program ends, with exit.
-func (st statement) run(ctx context.Context, c *Cmd) (exit int, done bool) {
+// run runs one statement; done says the program ends, with exit and the
+// exception that ended it, if one did.
+func (st statement) run(ctx context.Context, c *Cmd) (exit int, e *exception, done bool) {
 	var err error
 	switch st.verb {
 	case "print":
@@ -154,14 +177,15 @@ func (st statement) run(ctx context.Context, c *Cmd) (exit int, done bool) {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return 1, true
+			return 1, nil, true
 		}
 	case "exit":
-		return st.exit, true
+		return st.exit, nil, true
 	}
 	if err != nil {
-		fmt.Fprintf(c.Stderr, "Traceback (most recent call last):\nOSError: %s: %v\n", st.verb, err)
-		return 1, true
+		value := fmt.Sprintf("%s: %v", st.verb, err)
+		return 1, raise(c, &exception{Name: "OSError", Value: value,
+			Traceback: []string{"Traceback (most recent call last):", "OSError: " + value}}), true
 	}
-	return 0, false
+	return 0, nil, false
 }

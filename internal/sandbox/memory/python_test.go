@@ -73,6 +73,11 @@ func TestPythonStandInRefusesPython(t *testing.T) {
 	if res.ExitCode != 1 || res.Stdout != "" || !strings.Contains(res.Stderr, "line 2") || !strings.Contains(res.Stderr, "SyntaxError") {
 		t.Errorf("Python code: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
+	// Reported as the worker reports Python's, with what stderr shows.
+	if e := res.Exception; res.Outcome != kernel.OutcomeError || e == nil || e.Name != "SyntaxError" ||
+		!strings.HasSuffix(e.Value, "(main.py, line 2)") || strings.Join(e.Traceback, "\n")+"\n" != res.Stderr {
+		t.Errorf("outcome %q, exception %+v, stderr %q", res.Outcome, e, res.Stderr)
+	}
 }
 
 func TestPythonStandInCommandLines(t *testing.T) {

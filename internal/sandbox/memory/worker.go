@@ -19,7 +19,10 @@ var workerScript = path.Join(sandbox.WorkDir, ".terp", "worker.py")
 // standInWorker speaks the kernel's worker protocol (kernel/protocol.go), in
 // place of worker.py, running each request's code in the stand-in's line
 // language: a ready frame carrying the nonce of the command line, then for
-// each JSON request line its output as out and err frames and a done frame.
+// each JSON request line its output as out and err frames and a done frame,
+// which reports the exception a line the stand-in cannot read (a
+// SyntaxError) or cannot do (an OSError) raised, as worker.py reports
+// Python's.
 // It serves both modes alike (the line language has no variables to keep),
 // and a signal ends it, as any program here.
 func standInWorker(ctx context.Context, c *Cmd) int {
@@ -47,9 +50,9 @@ func standInWorker(ctx context.Context, c *Cmd) int {
 		run := *c
 		run.Stdout = &frameWriter{w: c.Stdout, nonce: req.Nonce, kind: "out"}
 		run.Stderr = &frameWriter{w: c.Stdout, nonce: req.Nonce, kind: "err"}
-		exit := runStandIn(ctx, &run, path.Join(sandbox.WorkDir, ".terp", "main.py"), req.Code)
+		exit, exception := runStandIn(ctx, &run, path.Join(sandbox.WorkDir, ".terp", "main.py"), req.Code)
 		done := mustJSON(map[string]any{"exit_code": exit, "interrupted": false, "figures": []string{},
-			"value": nil, "cell": cell, "seconds": time.Since(started).Seconds()})
+			"value": nil, "exception": exception, "cell": cell, "seconds": time.Since(started).Seconds()})
 		if err := writeFrame(c.Stdout, req.Nonce, "done", done); err != nil {
 			return 1
 		}
