@@ -168,8 +168,8 @@ running replicas.`,
 
 // serveKeys are the keys a server accepts, from --keys-file or
 // TERP_SERVE_KEY, checked against the listen address, each with its limits.
-func serveKeys(opts *serveOptions) (map[string]serve.Key, error) {
-	keys := map[string]serve.Key{}
+func serveKeys(opts *serveOptions) (map[string]serve.Principal, error) {
+	keys := map[string]serve.Principal{}
 	switch {
 	case opts.keysFile != "" && opts.noAuth:
 		return nil, usagef("--keys-file and --no-auth contradict each other; give one")
@@ -179,7 +179,7 @@ func serveKeys(opts *serveOptions) (map[string]serve.Key, error) {
 			return nil, err
 		}
 	case strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY")) != "":
-		keys[strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY"))] = serve.Key{Name: "default", Limits: opts.limits}
+		keys[strings.TrimSpace(opts.f.Getenv("TERP_SERVE_KEY"))] = serve.Principal{Name: "default", Limits: opts.limits}
 	case !opts.noAuth:
 		return nil, usagef("terp serve needs keys: set TERP_SERVE_KEY, give --keys-file PATH, or --no-auth on a loopback address")
 	}
@@ -195,13 +195,13 @@ func serveKeys(opts *serveOptions) (map[string]serve.Key, error) {
 // the limits its options set over defaults; a key shorter than 16
 // characters, a name or key given twice, an option it does not know, or a
 // malformed line is refused with its line number.
-func readKeysFile(path string, defaults serve.Limits) (map[string]serve.Key, error) {
+func readKeysFile(path string, defaults serve.Limits) (map[string]serve.Principal, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, usagef("cannot read the keys file: %v", err)
 	}
 	defer fh.Close()
-	keys := map[string]serve.Key{}
+	keys := map[string]serve.Principal{}
 	names := map[string]bool{}
 	sc := bufio.NewScanner(fh)
 	for n := 1; sc.Scan(); n++ {
@@ -224,7 +224,7 @@ func readKeysFile(path string, defaults serve.Limits) (map[string]serve.Key, err
 		if err := parseKeyOptions(fields[2:], &limits); err != nil {
 			return nil, usagef("%s:%d: %v", path, n, err)
 		}
-		names[fields[0]], keys[fields[1]] = true, serve.Key{Name: fields[0], Limits: limits}
+		names[fields[0]], keys[fields[1]] = true, serve.Principal{Name: fields[0], Limits: limits}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, usagef("cannot read the keys file: %v", err)

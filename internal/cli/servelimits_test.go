@@ -25,15 +25,15 @@ func TestServeKeysFile(t *testing.T) {
 	defaults := serve.Limits{Containers: 64, RPM: 600}
 	for _, tt := range []struct {
 		name, file string
-		want       map[string]serve.Key
+		want       map[string]serve.Principal
 		err        string
 	}{
 		{name: "names and keys", file: "# keys\nalice " + aliceKey + "\n\nbob " + bobKey + "\n",
-			want: map[string]serve.Key{aliceKey: {Name: "alice", Limits: defaults}, bobKey: {Name: "bob", Limits: defaults}}},
+			want: map[string]serve.Principal{aliceKey: {Name: "alice", Limits: defaults}, bobKey: {Name: "bob", Limits: defaults}}},
 		{name: "every option", file: "alice " + aliceKey + " containers=8 rpm=60 tokens_per_day=2000000\n",
-			want: map[string]serve.Key{aliceKey: {Name: "alice", Limits: serve.Limits{Containers: 8, RPM: 60, TokensPerDay: 2_000_000}}}},
+			want: map[string]serve.Principal{aliceKey: {Name: "alice", Limits: serve.Limits{Containers: 8, RPM: 60, TokensPerDay: 2_000_000}}}},
 		{name: "some options, the rest the defaults", file: "alice " + aliceKey + " tokens_per_day=5000000000\nbob " + bobKey + " rpm=unlimited\n",
-			want: map[string]serve.Key{
+			want: map[string]serve.Principal{
 				aliceKey: {Name: "alice", Limits: serve.Limits{Containers: 64, RPM: 600, TokensPerDay: 5_000_000_000}},
 				bobKey:   {Name: "bob", Limits: serve.Limits{Containers: 64}},
 			}},

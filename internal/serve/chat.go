@@ -2,8 +2,8 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/serve/state"
 )
 
@@ -160,68 +159,52 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		badRequest(w, "terp_steps", "terp_steps is one of %s, not %q", strings.Join(StepsModes, ", "), steps)
 		return
 	}
-	run, ok := s.startRun(w, r)
-	if !ok {
-		return
-	}
-	defer run.done()
-	owner := ownerOf(r)
-	var c *container
-	if id := r.Header.Get(ContainerHeader); id != "" {
-		var err error
-		if c, err = s.container(r.Context(), owner, id); err != nil {
-			run.done() // the turn runs elsewhere, or not at all
-			if !s.forwarded(w, r, err) {
-				conversationError(w, err)
+	owner, id := ownerOf(r), newID("chatcmpl-")
+	named := r.Header.Get(ContainerHeader)
+	s.runTurn(w, r, modelTurn{
+		open: func(ctx context.Context) (*lease, error) {
+			if named == "" {
+				if _, perr := chatQuestion(req.Messages, false); perr != nil {
+					return nil, perr
+				}
+				l, perr := s.newContainer(ctx, owner, containerOptions{})
+				if perr != nil {
+					return nil, perr
+				}
+				return l, nil
 			}
-			return
-		}
-		if c == nil {
-			notFound(w, "container", id)
-			return
-		}
-	}
-	question, perr := chatQuestion(req.Messages, c != nil)
-	if perr != nil {
-		perr.answer(w)
-		return
-	}
-	if c == nil {
-		if c, perr = s.newContainer(r.Context(), owner, containerOptions{}); perr != nil {
-			perr.answer(w)
-			return
-		}
-	}
-	defer s.use(r.Context(), c)()
-	if req.Model == "" { // and so model too: the container's goes on
-		req.Model = c.conv.Info().Model
-	}
-	// Sent with every answer, errors too: the container exists, and a
-	// client can go on in it.
-	w.Header().Set(ContainerHeader, c.ID)
-
-	ct := &chatTurn{w: w, c: c, steps: steps, baseURL: baseURL(r), stream: req.Stream,
-		fileID: func(p string) string { return s.fileID(r.Context(), c, p) },
-		usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		head:   chatCompletion{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: req.Model}}
-	// The model comes with the turn, so that no other request on the
-	// container comes between them.
-	turn, err := c.conv.Turn(r.Context(), conversation.TurnRequest{Question: question, Model: model,
-		Send: s.observeTurn(r, c, ct.handle)})
-	s.turnDone(r, turn, err)
-	run.count(r.Context(), turn.Result.Usage)
-	if r.Context().Err() != nil {
-		if !ct.open {
-			s.answerStopped(w)
-		}
-		return // else the client is gone: nobody to answer
-	}
-	if !errors.Is(err, conversation.ErrBusy) {
-		// The history is this completion's now, not that of the response
-		// that ran last: a response that names that one rewinds to it.
-		s.change(r.Context(), c, func(rec *state.Container) { rec.Last = ct.head.ID })
-	}
-	ct.finish(turn, err)
+			l, err := s.acquire(ctx, owner, named)
+			if err == nil && l == nil {
+				return nil, notFoundError("container", named)
+			}
+			return l, err
+		},
+		ready: func(ctx context.Context, c *container) (conversation.TurnRequest, turnSink, error) {
+			question, perr := chatQuestion(req.Messages, named != "")
+			if perr != nil {
+				return conversation.TurnRequest{}, nil, perr
+			}
+			if req.Model == "" { // and so model too: the container's goes on
+				req.Model = c.conv.Info().Model
+			}
+			// Sent with every answer, errors too: the container exists, and
+			// a client can go on in it.
+			w.Header().Set(ContainerHeader, c.ID)
+			ct := &chatTurn{w: w, c: c, steps: steps, baseURL: baseURL(r), stream: req.Stream,
+				fileID: func(p string) string { return s.fileID(ctx, c, p) },
+				usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+				head:   chatCompletion{ID: id, Created: time.Now().Unix(), Model: req.Model}}
+			// The model comes with the turn, so that no other request on
+			// the container comes between them.
+			return conversation.TurnRequest{Question: question, Model: model}, ct, nil
+		},
+		after: func(ctx context.Context, c *container, _ conversation.Turn) {
+			// The history is this completion's now, not that of the
+			// response that ran last: a response that names that one
+			// rewinds to it.
+			s.change(ctx, c, func(rec *state.Container) { rec.Last = id })
+		},
+	})
 }
 
 // chatQuestion is the question a chat completion asks: its last message,
@@ -293,7 +276,8 @@ func chatText(raw json.RawMessage, param string) (string, *paramError) {
 }
 
 // chatTurn turns a turn's events into a chat completion: the steps, as they
-// happen when streaming, then the answer.
+// happen when streaming, then the answer. It is the chat completions' sink
+// of runTurn.
 type chatTurn struct {
 	w       http.ResponseWriter
 	c       *container
@@ -306,13 +290,16 @@ type chatTurn struct {
 	head   chatCompletion
 
 	mu sync.Mutex
-	// open is set once the stream's status and first chunk were sent.
-	open bool
+	// sse is the stream, once its status and first chunk were sent.
+	sse *sseWriter
 	// shown is the steps so far, for an answer that is not streamed; tail
 	// is the end of what was shown in the steps' field, to separate the
 	// next block from it.
 	shown strings.Builder
 	tail  string
+	// out is the whole answer, or failed the error, that answer writes.
+	out    *chatCompletion
+	failed error
 }
 
 // handle is the turn's send function.
@@ -374,18 +361,23 @@ func (ct *chatTurn) show(text string) {
 
 // start sends the stream's status and its first chunk. It waits for the
 // turn's first event, so that a turn refused at once (a busy container) is
-// answered with its status, not in a stream.
+// answered with its status, not in a stream. A connection that cannot
+// stream gets the answer whole.
 func (ct *chatTurn) start() {
-	if ct.open {
+	if ct.sse != nil || !ct.stream {
 		return
 	}
-	ct.open = true
-	h := ct.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	ct.w.WriteHeader(http.StatusOK)
+	if ct.sse, ct.stream = startSSE(ct.w); ct.sse == nil {
+		return
+	}
 	empty := ""
 	ct.chunk(&chatReply{Role: "assistant", Content: &empty}, nil, nil)
+}
+
+func (ct *chatTurn) streaming() bool {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	return ct.sse != nil
 }
 
 // chunk sends one chat.completion.chunk; with choices empty when usage is
@@ -398,33 +390,26 @@ func (ct *chatTurn) chunk(delta *chatReply, finish *string, usage *chatUsage) {
 		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish}}
 	}
 	c.Usage = usage
-	ct.event(c)
+	ct.sse.send("", c)
 }
 
-func (ct *chatTurn) event(v any) {
-	b, _ := json.Marshal(v)
-	fmt.Fprintf(ct.w, "data: %s\n\n", b)
-	if f, ok := ct.w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// finish answers: the answer with a link to each file the code saved, or
-// the error that ended the turn.
-func (ct *chatTurn) finish(turn conversation.Turn, err error) {
+// end sets down the answer, with a link to each file the code saved, or
+// the error that ended the turn: sent, when streaming.
+func (ct *chatTurn) end(turn conversation.Turn, err error) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	res := turn.Result
 	if err != nil {
-		if !ct.open {
-			turnError(ct.w, err)
+		if ct.sse == nil {
+			ct.failed = err
 			return
 		}
-		e := apiError{Message: err.Error(), Type: "server_error"}
-		if status, typ, code := errorStatus(err); status != 0 {
-			e.Type, e.Code = typ, &code
+		f := failure(err)
+		e := apiError{Message: f.message, Type: f.typ}
+		if f.code != "" {
+			e.Code = &f.code
 		}
-		ct.event(map[string]apiError{"error": e})
+		ct.sse.send("", map[string]apiError{"error": e})
 		return
 	}
 	answer := res.Answer
@@ -444,15 +429,14 @@ func (ct *chatTurn) finish(turn conversation.Turn, err error) {
 	}
 	if ct.stream {
 		ct.start()
+	}
+	if ct.sse != nil {
 		ct.chunk(&chatReply{Content: &answer}, nil, nil)
 		ct.chunk(&chatReply{}, &finish, nil)
 		if ct.usage {
 			ct.chunk(nil, nil, u)
 		}
-		fmt.Fprint(ct.w, "data: [DONE]\n\n")
-		if f, ok := ct.w.(http.Flusher); ok {
-			f.Flush()
-		}
+		ct.sse.done()
 		return
 	}
 	msg := &chatReply{Role: "assistant"}
@@ -467,7 +451,19 @@ func (ct *chatTurn) finish(turn conversation.Turn, err error) {
 	out.Object = "chat.completion"
 	out.Choices = []chatChoice{{Message: msg, FinishReason: &finish}}
 	out.Usage = u
-	writeJSON(ct.w, http.StatusOK, out)
+	ct.out = &out
+}
+
+// answer writes the answer that was not streamed.
+func (ct *chatTurn) answer(w http.ResponseWriter) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	switch {
+	case ct.failed != nil:
+		writeFailure(w, ct.failed)
+	case ct.out != nil:
+		writeJSON(w, http.StatusOK, ct.out)
+	}
 }
 
 // unanswered says why a turn that ended without an error has no answer.
@@ -556,34 +552,6 @@ func lastBytes(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
-}
-
-// errorStatus is the status, type and code of a failure upstream that ended
-// a turn; status 0 for other failures.
-func errorStatus(err error) (int, string, string) {
-	var le *llm.Error
-	if !errors.As(err, &le) {
-		return 0, "", ""
-	}
-	switch le.Kind {
-	case llm.KindContextLength:
-		return http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
-	case llm.KindRateLimited:
-		return http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded"
-	case llm.KindModelNotFound:
-		return http.StatusNotFound, "invalid_request_error", "model_not_found"
-	default:
-		return http.StatusBadGateway, "upstream_error", "upstream_" + strings.ReplaceAll(le.Kind.String(), " ", "_")
-	}
-}
-
-// turnError answers for a turn that failed before anything was sent.
-func turnError(w http.ResponseWriter, err error) {
-	if status, typ, code := errorStatus(err); status != 0 {
-		writeError(w, status, typ, code, err.Error(), "")
-		return
-	}
-	conversationError(w, err)
 }
 
 // upstreamURL is the model server's endpoint p.

@@ -128,7 +128,7 @@ func newChatEnv(t *testing.T, sb chatSandbox, upstream *llmtest.Server, opts cha
 	})
 	sent := &recorder{next: http.DefaultTransport}
 	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: t.TempDir(),
-		Keys:     map[string]serve.Key{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
+		Keys:     map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
 		Upstream: &http.Client{Transport: sent}}
 	if opts.serve != nil {
 		opts.serve(&sc)

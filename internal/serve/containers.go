@@ -37,7 +37,8 @@ type container struct {
 
 	mu  sync.Mutex
 	rec state.Container
-	// busy counts the responses running in it, which hold off its expiry.
+	// busy counts its leases: the requests working in it, which hold off
+	// its expiry.
 	busy int
 	// savedActive is rec.LastActive as last saved: a use is saved only
 	// once a minute, for expiry counts in minutes.
@@ -127,25 +128,35 @@ func (s *Server) touch(ctx context.Context, c *container) {
 	}
 }
 
-// use marks a response running in c until the returned func is called.
-func (s *Server) use(ctx context.Context, c *container) (done func()) {
+// lease holds a container busy for a request that works in it (a turn, a
+// file's upload or download): expiry never removes a leased container.
+// The lease is taken in the same step that finds the container (acquire,
+// open, newContainer), so no expiry can come between the two.
+type lease struct {
+	s    *Server
+	c    *container
+	once sync.Once
+}
+
+// hold counts one more lease of c. The caller holds s.mu, which expiry
+// takes to check that a container is idle and remove it.
+func (s *Server) hold(c *container) *lease {
 	c.mu.Lock()
 	c.busy++
 	c.mu.Unlock()
-	s.touch(ctx, c)
-	return func() {
+	return &lease{s: s, c: c}
+}
+
+// release gives the lease back and marks the container used now, which
+// puts off its expiry. It may be called more than once.
+func (l *lease) release(ctx context.Context) {
+	l.once.Do(func() {
+		c := l.c
 		c.mu.Lock()
 		c.busy--
 		c.mu.Unlock()
-		s.touch(ctx, c)
-	}
-}
-
-// idle reports whether no response runs in c.
-func (c *container) idle() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.busy == 0
+		l.s.touch(ctx, c)
+	})
 }
 
 // fileID is the id of the file at p (relative to /work), made on first
@@ -202,9 +213,9 @@ type containerOptions struct {
 var memoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 30, "64g": 64 << 30}
 
 // newContainer opens a conversation for owner as opts say, with the files
-// named uploaded. A mistake in opts is answered as a 400 by the caller, with
-// the parameter the error names.
-func (s *Server) newContainer(ctx context.Context, owner string, opts containerOptions) (*container, *paramError) {
+// named uploaded, and returns it leased. A mistake in opts is answered as a
+// 400 by the caller, with the parameter the error names.
+func (s *Server) newContainer(ctx context.Context, owner string, opts containerOptions) (*lease, *paramError) {
 	now := time.Now()
 	rec := state.Container{ID: newID("cntr_"), Owner: owner, Name: opts.Name, CreatedAt: now, LastActive: now, Minutes: defaultExpiry,
 		Memory: memoryName(s.cfg.Settings.MemoryLimit), Network: networkPolicy{Type: "disabled"}, Replica: s.cfg.Replica}
@@ -268,9 +279,9 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 	}
 	made(func() { s.saveContainer(ctx, c) })
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.containers[c.ID] = c
-	s.mu.Unlock()
-	return c, nil
+	return s.hold(c), nil
 }
 
 // containerConfig is the settings a container's conversation runs with: the
@@ -308,13 +319,17 @@ type paramError struct {
 
 func badParam(param, message string) *paramError { return &paramError{param: param, message: message} }
 
-func (e *paramError) answer(w http.ResponseWriter) {
+// Error is the refusal, or terp's failure.
+func (e *paramError) Error() string {
 	if e.err != nil {
-		conversationError(w, e.err)
-		return
+		return e.err.Error()
 	}
-	badRequest(w, e.param, "%s", e.message)
+	return e.message
 }
+
+func (e *paramError) Unwrap() error { return e.err }
+
+func (e *paramError) answer(w http.ResponseWriter) { writeFailure(w, e) }
 
 // putFile uploads the stored file f into c's /work.
 func (s *Server) putFile(ctx context.Context, c *container, f state.File) error {
@@ -336,17 +351,13 @@ func (s *Server) put(ctx context.Context, c *container, name string, r io.Reader
 	return nil
 }
 
-// container is owner's container id, opened in this server if it was
-// paused (by a restart, or another replica); nil when the key has none.
-func (s *Server) container(ctx context.Context, owner, id string) (*container, error) {
-	s.mu.Lock()
-	c := s.containers[id]
-	s.mu.Unlock()
-	if c != nil {
-		if c.Owner != owner {
-			return nil, nil
-		}
-		return c, nil
+// acquire leases owner's container id, opened in this server if it was
+// paused (by a restart, or another replica); nil when the key has none. One
+// open in another replica is an *elsewhereError, for the request to be
+// forwarded there.
+func (s *Server) acquire(ctx context.Context, owner, id string) (*lease, error) {
+	if l, found := s.acquireLive(owner, id); found {
+		return l, nil
 	}
 	rec, err := s.state.Container(ctx, owner, id)
 	if errors.Is(err, state.ErrNotFound) {
@@ -361,20 +372,42 @@ func (s *Server) container(ctx context.Context, owner, id string) (*container, e
 	return s.open(ctx, rec)
 }
 
-// open makes the container of rec live: its conversation resumed, with
-// its sandbox (the model is told that Python restarted). A container whose
-// conversation was discarded, for it held nothing, gets a new one.
-func (s *Server) open(ctx context.Context, rec state.Container) (*container, error) {
+// acquireLive leases owner's container id if it is live in this server;
+// found is false when it is not (a live container of another key is found,
+// and not leased).
+func (s *Server) acquireLive(owner, id string) (l *lease, found bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.containers[id]
+	if c == nil {
+		return nil, false
+	}
+	if c.Owner != owner {
+		return nil, true
+	}
+	return s.hold(c), true
+}
+
+// open makes the container of rec live, and leases it: its conversation
+// resumed, with its sandbox (the model is told that Python restarted). A
+// container whose conversation was discarded, for it held nothing, gets a
+// new one. One that expiry removed meanwhile is not found (nil).
+func (s *Server) open(ctx context.Context, rec state.Container) (*lease, error) {
 	s.opening.Lock()
 	defer s.opening.Unlock()
-	s.mu.Lock()
-	c := s.containers[rec.ID]
-	s.mu.Unlock()
-	if c != nil {
-		return c, nil
+	if l, found := s.acquireLive(rec.Owner, rec.ID); found {
+		return l, nil
+	}
+	// Expiry removes a paused container under s.opening; read its record
+	// again now that no removal can be under way.
+	rec, err := s.state.Container(ctx, rec.Owner, rec.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	var conv *conversation.Conversation
-	var err error
 	if rec.Conversation != "" {
 		conv, err = s.cfg.Conversations.Resume(ctx, s.containerConfig(rec), rec.Conversation)
 	}
@@ -392,12 +425,12 @@ func (s *Server) open(ctx context.Context, rec state.Container) (*container, err
 		s.cfg.Log.Info("opening container", "container", rec.ID, "note", w)
 	}
 	rec.Replica = s.cfg.Replica
-	c = &container{ID: rec.ID, Owner: rec.Owner, conv: conv, rec: rec}
+	c := &container{ID: rec.ID, Owner: rec.Owner, conv: conv, rec: rec}
 	s.saveContainer(ctx, c)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.containers[c.ID] = c
-	s.mu.Unlock()
-	return c, nil
+	return s.hold(c), nil
 }
 
 // live is the container id if it is open in this server.
@@ -424,12 +457,13 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &opts) {
 		return
 	}
-	c, perr := s.newContainer(r.Context(), ownerOf(r), opts)
+	l, perr := s.newContainer(r.Context(), ownerOf(r), opts)
 	if perr != nil {
 		perr.answer(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, c.object())
+	l.release(r.Context())
+	writeJSON(w, http.StatusOK, l.c.object())
 }
 
 func (s *Server) listContainers(w http.ResponseWriter, r *http.Request) {
@@ -469,7 +503,7 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.removeContainer(r.Context(), rec); err != nil {
-		conversationError(w, err)
+		writeFailure(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, deleted{ID: rec.ID, Object: "container.deleted", Deleted: true})
@@ -479,10 +513,19 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request) {
 // stored conversation and its record. One open in another replica is left
 // alone (an error wrapping store.ErrBusy).
 func (s *Server) removeContainer(ctx context.Context, rec state.Container) error {
+	s.opening.Lock()
+	defer s.opening.Unlock()
 	s.mu.Lock()
 	c := s.containers[rec.ID]
 	delete(s.containers, rec.ID)
 	s.mu.Unlock()
+	return s.remove(ctx, rec, c)
+}
+
+// remove ends the container of rec, taken out of the live ones already
+// (c, nil if it was paused). The caller holds s.opening, so that no request
+// opens the container again from its record while it is being removed.
+func (s *Server) remove(ctx context.Context, rec state.Container, c *container) error {
 	kept := true
 	if c != nil {
 		c.saveMu.Lock()
@@ -526,8 +569,8 @@ func (s *Server) expireLoop() {
 }
 
 // expire removes the containers unused for longer than their expiry, live
-// or paused, but none that a response runs in, here or in another replica
-// (whose conversation lock keeps it).
+// or paused, but none that is leased, here or in another replica (whose
+// conversation lock keeps it).
 func (s *Server) expire(now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -537,22 +580,37 @@ func (s *Server) expire(now time.Time) {
 		return
 	}
 	for _, rec := range recs {
-		s.mu.Lock()
-		c := s.containers[rec.ID]
-		s.mu.Unlock()
-		if c != nil {
-			if !c.idle() {
-				continue
-			}
-			rec = c.record()
+		if !rec.Expired(now) && s.live(rec.ID) == nil {
+			continue // a live one's record may be newer than the stored
 		}
-		if !rec.Expired(now) {
-			continue
-		}
-		if err := s.removeContainer(ctx, rec); err != nil && !errors.Is(err, store.ErrBusy) {
+		if err := s.expireOne(ctx, rec, now); err != nil && !errors.Is(err, store.ErrBusy) {
 			s.cfg.Log.Warn("expiring container", "container", rec.ID, "error", err)
 		}
 	}
+}
+
+// expireOne removes the container of rec if it is past its expiry and not
+// leased. The check and the removal from the live containers are one step
+// under s.mu, which a lease is taken under; the whole removal is under
+// s.opening, so that a request that did not find the container live cannot
+// open it again from its record meanwhile.
+func (s *Server) expireOne(ctx context.Context, rec state.Container, now time.Time) error {
+	s.opening.Lock()
+	defer s.opening.Unlock()
+	s.mu.Lock()
+	c := s.containers[rec.ID]
+	if c != nil {
+		c.mu.Lock()
+		leased := c.busy > 0
+		c.mu.Unlock()
+		if rec = c.record(); leased || !rec.Expired(now) {
+			s.mu.Unlock()
+			return nil
+		}
+		delete(s.containers, rec.ID)
+	}
+	s.mu.Unlock()
+	return s.remove(ctx, rec, c)
 }
 
 // containerFile is OpenAI's container file object.
@@ -606,22 +664,22 @@ func (s *Server) lookupFile(ctx context.Context, c *container, id string) (conta
 	return containerFile{}, false, nil
 }
 
-// withContainer runs fn on the request's container, answering 404 for one
-// that is not the key's.
+// withContainer runs fn on the request's container, leased, answering 404
+// for one that is not the key's.
 func (s *Server) withContainer(w http.ResponseWriter, r *http.Request, fn func(*container)) {
-	c, err := s.container(r.Context(), ownerOf(r), r.PathValue("id"))
+	l, err := s.acquire(r.Context(), ownerOf(r), r.PathValue("id"))
 	switch {
 	case s.forwarded(w, r, err):
 		return
 	case err != nil:
-		conversationError(w, err)
+		writeFailure(w, err)
 		return
-	case c == nil:
+	case l == nil:
 		notFound(w, "container", r.PathValue("id"))
 		return
 	}
-	s.touch(r.Context(), c)
-	fn(c)
+	defer l.release(r.Context())
+	fn(l.c)
 }
 
 func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
@@ -652,7 +710,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err != nil {
-			conversationError(w, err)
+			writeFailure(w, err)
 		}
 	})
 }
@@ -674,7 +732,7 @@ func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request) {
 	s.withContainer(w, r, func(c *container) {
 		files, err := s.files(r.Context(), c)
 		if err != nil && len(files) == 0 {
-			conversationError(w, err)
+			writeFailure(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, newList(files, func(f containerFile) string { return f.ID }))
@@ -688,7 +746,7 @@ func (s *Server) withContainerFile(w http.ResponseWriter, r *http.Request, fn fu
 		f, ok, err := s.lookupFile(r.Context(), c, r.PathValue("fid"))
 		switch {
 		case err != nil:
-			conversationError(w, err)
+			writeFailure(w, err)
 		case !ok:
 			notFound(w, "container file", r.PathValue("fid"))
 		default:
@@ -705,7 +763,7 @@ func (s *Server) getContainerFileContent(w http.ResponseWriter, r *http.Request)
 	s.withContainerFile(w, r, func(c *container, f containerFile) {
 		rc, err := c.conv.ReadFile(r.Context(), f.Path)
 		if err != nil {
-			conversationError(w, err)
+			writeFailure(w, err)
 			return
 		}
 		defer rc.Close()
@@ -719,7 +777,7 @@ func (s *Server) getContainerFileContent(w http.ResponseWriter, r *http.Request)
 func (s *Server) deleteContainerFile(w http.ResponseWriter, r *http.Request) {
 	s.withContainerFile(w, r, func(c *container, f containerFile) {
 		if err := c.conv.RemoveFile(r.Context(), f.Path); err != nil {
-			conversationError(w, err)
+			writeFailure(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, deleted{ID: f.ID, Object: "container.file.deleted", Deleted: true})

@@ -165,19 +165,19 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// publicRoutes answer without a key: probes and scrapers send none.
-var publicRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /metrics": true}
-
-// healthRoutes adds the probes, and a /metrics that says where the metrics
-// are: never on the API's listener, where anyone with the address would see
-// every key's name and use.
-func (s *Server) healthRoutes() {
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
-			"terp serve's metrics have a listener of their own, without a key: start it with --metrics-listen ADDR and scrape http://ADDR/metrics.", "")
-	})
+// health is the probes, and a /metrics that says where the metrics are:
+// never on the API's listener, where anyone with the address would see
+// every key's name and use. All are public: probes and scrapers send no
+// key.
+func (s *Server) health() Protocol {
+	return Protocol{Name: "health", Routes: []Route{
+		{Pattern: "GET /healthz", Handler: s.healthz, Public: true},
+		{Pattern: "GET /readyz", Handler: s.readyz, Public: true},
+		{Pattern: "GET /metrics", Public: true, Handler: func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
+				"terp serve's metrics have a listener of their own, without a key: start it with --metrics-listen ADDR and scrape http://ADDR/metrics.", "")
+		}},
+	}}
 }
 
 // MetricsHandler serves /metrics, /healthz and /readyz, without a key, for

@@ -37,8 +37,11 @@ type Limits struct {
 	TokensPerDay int64
 }
 
-// Key is whose a bearer key is, and what it may use.
-type Key struct {
+// Principal is who a request is, once its key was looked up (Keyring): the
+// name the key was given, which owns what its requests make (containers,
+// files, responses) and labels the logs and metrics, and the limits it is
+// held to.
+type Principal struct {
 	Name   string
 	Limits Limits
 }
@@ -204,7 +207,7 @@ func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
 // it lets through is a copy of r with its body bounded: an upload's by
 // Caps.Upload, any other's by Caps.Request. (net/http's own request keeps
 // its own body, which it looks at after the answer.)
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) (*http.Request, bool) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string, rt *route) (*http.Request, bool) {
 	l := s.lim
 	if rpm := l.limits(owner).RPM; rpm > 0 {
 		l.mu.Lock()
@@ -222,7 +225,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) (*h
 		}
 	}
 	limit, refusal := l.caps.Request, tooLarge("the request body", l.caps.Request, "--max-request-size")
-	if s.isUpload(r) {
+	if rt.Upload && r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
 		limit, refusal = l.caps.Upload+uploadSlack, tooLarge("the upload", l.caps.Upload, "--max-upload")
 	}
 	if r.ContentLength > limit {
@@ -232,16 +235,6 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) (*h
 	r = r.WithContext(r.Context())
 	r.Body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), err: refusal}
 	return r, true
-}
-
-// isUpload says whether r uploads a file: multipart to one of the routes
-// that take files.
-func (s *Server) isUpload(r *http.Request) bool {
-	if r.Method != http.MethodPost || !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
-		return false
-	}
-	_, pattern := s.mux.Handler(r)
-	return pattern == "POST /v1/files" || pattern == "POST /v1/containers/{id}/files"
 }
 
 // uploadPart bounds an uploaded file to Caps.Upload, exactly, whatever the

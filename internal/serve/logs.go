@@ -88,7 +88,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		w.Header().Set(RequestIDHeader, info.id)
 		// The route is the pattern that serves the request, never its
 		// path: ids in paths would make a series per object.
-		_, route := s.mux.Handler(r)
+		rt, route := s.lookupRoute(r)
 		if route == "" {
 			route = "unmatched"
 		}
@@ -110,7 +110,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		switch {
 		case sw.status >= 500:
 			level = slog.LevelWarn
-		case publicRoutes[route]:
+		case rt != nil && rt.Public:
 			level = slog.LevelDebug // a probe every few seconds is no news
 		}
 		s.cfg.Log.LogAttrs(ctx, level, "request", slog.String("method", r.Method), slog.String("route", route),
@@ -140,8 +140,7 @@ func (b *bodyCopy) Read(p []byte) (int, error) {
 // observeTurn wraps a turn's send function so that each run of code is
 // counted and logged as it ends: its container, result, exit code and
 // duration; its code and output only with Config.LogDebug.
-func (s *Server) observeTurn(r *http.Request, c *container, send func(agent.Event)) func(agent.Event) {
-	ctx := r.Context()
+func (s *Server) observeTurn(ctx context.Context, c *container, send func(agent.Event)) func(agent.Event) {
 	return func(e agent.Event) {
 		switch e := e.(type) {
 		case agent.ToolCall:
@@ -163,9 +162,9 @@ func (s *Server) observeTurn(r *http.Request, c *container, send func(agent.Even
 
 // turnDone counts the tokens a finished turn used under the key's name,
 // and logs a failure of terp's own that ended it.
-func (s *Server) turnDone(r *http.Request, turn conversation.Turn, err error) {
-	s.metrics.turn(ownerOf(r), turn.Result.Usage, err)
+func (s *Server) turnDone(ctx context.Context, owner string, turn conversation.Turn, err error) {
+	s.metrics.turn(owner, turn.Result.Usage, err)
 	if serverFailure(err) {
-		s.cfg.Log.WarnContext(r.Context(), "turn failed", "error", err)
+		s.cfg.Log.WarnContext(ctx, "turn failed", "error", err)
 	}
 }

@@ -79,7 +79,7 @@ func newObsServer(t *testing.T, upstreamURL string, opts obsOptions) *obsServer 
 		level = slog.LevelDebug
 	}
 	sc := Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys:     map[string]Key{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
+		Keys:     map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
 		Metrics:  metrics,
 		Ready:    []ReadyCheck{SandboxCheck(backend)},
 		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: level})),
@@ -331,7 +331,7 @@ func TestMetricsCountContainersThatCannotOpen(t *testing.T) {
 	a.srv.Close(context.Background())
 
 	b, err := New(Config{Conversations: a.srv.cfg.Conversations, Settings: a.srv.cfg.Settings, State: st,
-		Keys: map[string]Key{aliceKey: {Name: "alice"}}})
+		Keys: map[string]Principal{aliceKey: {Name: "alice"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

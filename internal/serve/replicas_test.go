@@ -61,7 +61,7 @@ func newReplicas(t *testing.T, s *llmtest.Server, n int) ([]*replica, state.Stat
 		hs := httptest.NewUnstartedServer(nil)
 		hs.Start()
 		srv, err := New(Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
-			Keys: map[string]Key{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}})
+			Keys: map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

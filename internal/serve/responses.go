@@ -255,7 +255,8 @@ type turnRequest struct {
 	tools []llm.Tool
 	files []namedFile
 	prev  *storedResponse
-	cont  *container
+	// lease is the container the turn runs in, leased.
+	lease *lease
 	logs  bool // include code_interpreter_call.outputs
 }
 
@@ -270,35 +271,55 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	run, ok := s.startRun(w, r)
-	if !ok {
-		return
-	}
-	defer run.done()
 	owner := ownerOf(r)
-	tr, perr := s.readTurn(r.Context(), owner, &req)
-	if perr != nil {
-		run.done() // the turn runs elsewhere, or not at all
-		if !s.forwarded(w, r, perr.err) {
-			perr.answer(w)
-		}
-		return
-	}
-	c := tr.cont
-	defer s.use(r.Context(), c)()
-	err := s.prepare(r.Context(), c, tr, &req)
-	if err != nil {
-		conversationError(w, err)
-		return
-	}
+	var tr *turnRequest
+	var b *outputBuilder
+	s.runTurn(w, r, modelTurn{
+		open: func(ctx context.Context) (*lease, error) {
+			var perr *paramError
+			if tr, perr = s.readTurn(ctx, owner, &req); perr != nil {
+				return nil, perr
+			}
+			return tr.lease, nil
+		},
+		ready: func(ctx context.Context, c *container) (conversation.TurnRequest, turnSink, error) {
+			if err := s.prepare(ctx, c, tr); err != nil {
+				return conversation.TurnRequest{}, nil, err
+			}
+			b = s.newOutput(ctx, r, w, c, tr, &req)
+			// The model, the client's tools and the history the turn goes
+			// on from come with the turn, so that no other request on the
+			// container comes between them and it. The history is the
+			// previous response's, or none: a new line of questions in a
+			// container used before keeps its files, not its history. A
+			// rewind to the history the container has already costs
+			// nothing.
+			rewind := []llm.Message{}
+			if tr.prev != nil {
+				rewind = tr.prev.history
+			}
+			return conversation.TurnRequest{Question: tr.question, Outputs: tr.outputs,
+				Model: req.Model, ClientTools: &tr.tools, Rewind: &rewind}, b, nil
+		},
+		after: func(ctx context.Context, c *container, turn conversation.Turn) {
+			if b.resp.Store && turn.History != nil {
+				s.keep(ctx, &storedResponse{owner: owner, container: c.ID, history: turn.History, object: *b.resp})
+			}
+			s.change(ctx, c, func(rec *state.Container) { rec.Last = b.resp.ID })
+		},
+	})
+}
 
+// newOutput is the sink of a response's turn: the response object, in
+// progress, streamed from here on if the request asked.
+func (s *Server) newOutput(ctx context.Context, r *http.Request, w http.ResponseWriter, c *container, tr *turnRequest, req *responseRequest) *outputBuilder {
 	// The model the turn runs on: the request's, which the turn switches
 	// the container to, or the container's.
 	model := req.Model
 	if model == "" {
 		model = c.conv.Info().Model
 	}
-	resp := responseObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
+	resp := &responseObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Model: model, Output: []any{}, ParallelToolCalls: true, Store: req.Store == nil || *req.Store,
 		Temperature: 1, TopP: 1, ToolChoice: "auto", Tools: req.Tools, Truncation: "disabled", Metadata: req.Metadata,
 		Text: map[string]any{"format": map[string]string{"type": "text"}}}
@@ -314,47 +335,13 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if tr.prev != nil {
 		resp.PreviousResponseID = &req.PreviousResponseID
 	}
-	b := &outputBuilder{resp: &resp, container: c, outputs: tr.logs, baseURL: baseURL(r),
-		fileID: func(p string) string { return s.fileID(r.Context(), c, p) }}
+	b := &outputBuilder{resp: resp, container: c, outputs: tr.logs, baseURL: baseURL(r),
+		fileID: func(p string) string { return s.fileID(ctx, c, p) }}
 	if req.Stream {
-		sse, ok := newSSE(w)
-		if !ok {
-			serverError(w, fmt.Errorf("this connection cannot stream"))
-			return
-		}
-		b.sse = sse
+		b.sse, _ = startSSE(w) // a connection that cannot stream gets the response whole
 	}
 	b.start()
-	// The model, the client's tools and the history the turn goes on from
-	// come with the turn, so that no other request on the container comes
-	// between them and it. The history is the previous response's, or none:
-	// a new line of questions in a container used before keeps its files,
-	// not its history. A rewind to the history the container has already
-	// costs nothing.
-	rewind := []llm.Message{}
-	if tr.prev != nil {
-		rewind = tr.prev.history
-	}
-	turn, err := c.conv.Turn(r.Context(), conversation.TurnRequest{Question: tr.question, Outputs: tr.outputs,
-		Model: req.Model, ClientTools: &tr.tools, Rewind: &rewind, Send: s.observeTurn(r, c, b.handle)})
-	s.turnDone(r, turn, err)
-	run.count(r.Context(), turn.Result.Usage)
-	err = s.stoppedError(err)
-	b.finish(turn, err)
-	if r.Context().Err() != nil {
-		if !req.Stream {
-			s.answerStopped(w)
-		}
-		return // else the client is gone: nobody to answer
-	}
-	// A turn refused as busy left no history of its own to go on from.
-	if resp.Store && turn.History != nil {
-		s.keep(r.Context(), &storedResponse{owner: owner, container: c.ID, history: turn.History, object: resp})
-	}
-	s.change(r.Context(), c, func(rec *state.Container) { rec.Last = resp.ID })
-	if !req.Stream {
-		writeJSON(w, http.StatusOK, resp)
-	}
+	return b
 }
 
 // readTurn checks a request and finds or makes its container.
@@ -413,40 +400,39 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 			}
 		}
 	}
-	var err error
-	switch {
-	case named != "":
-		if tr.cont, err = s.container(ctx, owner, named); err == nil && tr.cont == nil {
-			return nil, badParam("tools.container", fmt.Sprintf("no container found with id '%s'", named))
-		}
-	case tr.prev != nil:
-		if tr.cont, err = s.container(ctx, owner, tr.prev.container); err == nil && tr.cont == nil {
-			return nil, badParam("previous_response_id", fmt.Sprintf("the container of response %s (%s) has expired; start a new response without previous_response_id", req.PreviousResponseID, tr.prev.container))
-		}
-	}
-	if err != nil {
-		return nil, &paramError{err: err}
-	}
-	if tr.cont == nil {
-		c, perr := s.newContainer(ctx, owner, containerOptions{FileIDs: auto.FileIDs, MemoryLimit: auto.MemoryLimit, Network: auto.Network})
-		if perr != nil {
-			return nil, perr
-		}
-		tr.cont = c
-	} else {
-		for _, id := range auto.FileIDs {
-			f, err := s.state.File(ctx, owner, id)
-			if err != nil {
-				return nil, badParam("tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
-			}
-			tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
-		}
-	}
 	// The tools are given with the turn; a set it would refuse is the
 	// client's mistake, answered before anything runs.
 	if err := agent.CheckClientTools(tr.tools); err != nil {
 		return nil, badParam("tools", err.Error())
 	}
+	if named == "" && tr.prev == nil {
+		l, perr := s.newContainer(ctx, owner, containerOptions{FileIDs: auto.FileIDs, MemoryLimit: auto.MemoryLimit, Network: auto.Network})
+		if perr != nil {
+			return nil, perr
+		}
+		tr.lease = l
+		return tr, nil
+	}
+	for _, id := range auto.FileIDs {
+		f, err := s.state.File(ctx, owner, id)
+		if err != nil {
+			return nil, badParam("tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
+		}
+		tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
+	}
+	id, param, missing := named, "tools.container", fmt.Sprintf("no container found with id '%s'", named)
+	if named == "" {
+		id, param = tr.prev.container, "previous_response_id"
+		missing = fmt.Sprintf("the container of response %s (%s) has expired; start a new response without previous_response_id", req.PreviousResponseID, tr.prev.container)
+	}
+	l, err := s.acquire(ctx, owner, id)
+	switch {
+	case err != nil:
+		return nil, &paramError{err: err}
+	case l == nil:
+		return nil, badParam(param, missing)
+	}
+	tr.lease = l
 	return tr, nil
 }
 
@@ -555,7 +541,7 @@ func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param
 
 // prepare readies the container for the turn: the files the input
 // attaches. The history the turn goes on from comes with the turn.
-func (s *Server) prepare(ctx context.Context, c *container, tr *turnRequest, req *responseRequest) error {
+func (s *Server) prepare(ctx context.Context, c *container, tr *turnRequest) error {
 	for _, f := range tr.files {
 		if f.file != nil {
 			if err := s.putFile(ctx, c, *f.file); err != nil {
@@ -594,11 +580,28 @@ type outputBuilder struct {
 	mu sync.Mutex
 	// calls are the code_interpreter_call items by the model's call id.
 	calls map[string]int
+	// seq is the next event's sequence_number.
+	seq int
 }
 
+// emit sends one of OpenAI's streaming events, when streaming.
 func (b *outputBuilder) emit(typ string, fields map[string]any) {
-	if b.sse != nil {
-		b.sse.send(typ, fields)
+	if b.sse == nil {
+		return
+	}
+	fields["type"] = typ
+	fields["sequence_number"] = b.seq
+	b.seq++
+	b.sse.send(typ, fields)
+}
+
+func (b *outputBuilder) streaming() bool { return b.sse != nil }
+
+// answer writes the response that was not streamed: whole, whatever its
+// status, as OpenAI answers a response that failed.
+func (b *outputBuilder) answer(w http.ResponseWriter) {
+	if b.sse == nil {
+		writeJSON(w, http.StatusOK, b.resp)
 	}
 }
 
@@ -715,9 +718,9 @@ func (b *outputBuilder) codeOutputs(e agent.ToolOutput) []codeOutput {
 	return out
 }
 
-// finish adds the answer, with a citation for each file the code saved,
+// end adds the answer, with a citation for each file the code saved,
 // and the outcome.
-func (b *outputBuilder) finish(turn conversation.Turn, err error) {
+func (b *outputBuilder) end(turn conversation.Turn, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	res := turn.Result
@@ -727,7 +730,12 @@ func (b *outputBuilder) finish(turn conversation.Turn, err error) {
 	switch {
 	case err != nil:
 		b.resp.Status = "failed"
-		b.resp.Error = &responseError{Code: "server_error", Message: err.Error()}
+		f := failure(err)
+		code := f.code
+		if code == "" {
+			code = f.typ
+		}
+		b.resp.Error = &responseError{Code: code, Message: f.message}
 		b.emit("response.failed", map[string]any{"response": b.resp})
 		return
 	case res.StopReason == agent.MaxSteps:
@@ -778,31 +786,4 @@ func (b *outputBuilder) message(res agent.Result) {
 	b.emit("response.content_part.done", map[string]any{"item_id": item.ID, "output_index": idx, "content_index": 0, "part": part})
 	item.Status, item.Content = "completed", []outputText{part}
 	b.emit("response.output_item.done", map[string]any{"output_index": idx, "item": item})
-}
-
-// sseWriter writes server-sent events, each with its sequence_number.
-type sseWriter struct {
-	w   http.ResponseWriter
-	f   http.Flusher
-	seq int
-}
-
-func newSSE(w http.ResponseWriter) (*sseWriter, bool) {
-	f, ok := w.(http.Flusher)
-	if !ok {
-		return nil, false
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, f: f}, true
-}
-
-func (s *sseWriter) send(typ string, fields map[string]any) {
-	fields["type"] = typ
-	fields["sequence_number"] = s.seq
-	s.seq++
-	b, _ := json.Marshal(fields)
-	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
-	s.f.Flush()
 }

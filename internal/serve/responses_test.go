@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -63,7 +64,7 @@ func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *te
 		},
 	})
 	sc := Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys: map[string]Key{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+		Keys: map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
 	for _, ch := range change {
 		ch(&sc)
 	}
@@ -553,17 +554,18 @@ func TestContainersExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := func(id string) *container {
-		c, err := ts.srv.container(ctx(t), "alice", id)
-		if err != nil || c == nil {
+		l, err := ts.srv.acquire(ctx(t), "alice", id)
+		if err != nil || l == nil {
 			t.Fatalf("container %s: %v", id, err)
 		}
-		return c
+		l.release(ctx(t))
+		return l.c
 	}
 	oldConv := live(old.ID).conv.ID
-	bc := live(busy.ID)
-	bc.mu.Lock()
-	bc.busy++
-	bc.mu.Unlock()
+	// A response runs in busy: it holds a lease.
+	if _, err := ts.srv.acquire(ctx(t), "alice", busy.ID); err != nil {
+		t.Fatal(err)
+	}
 	// Both were last used two minutes ago; a response runs in busy.
 	for _, id := range []string{old.ID, busy.ID} {
 		c := live(id)
@@ -622,22 +624,69 @@ func TestDeletedContainerStaysGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ts.srv.container(ctx(t), "alice", made.ID)
-	if err != nil || c == nil {
+	l, err := ts.srv.acquire(ctx(t), "alice", made.ID) // a response running in it
+	if err != nil || l == nil {
 		t.Fatalf("container: %v", err)
 	}
-	done := ts.srv.use(ctx(t), c) // a response running in it
+	c := l.c
 	if err := client.Containers.Delete(ctx(t), made.ID); err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
 	c.savedActive = time.Time{} // its end would save the record
 	c.mu.Unlock()
-	done()
+	l.release(ctx(t))
 	if _, err := ts.srv.state.Container(ctx(t), "alice", made.ID); err == nil {
 		t.Fatal("the deleted container's record was saved back by the response that ended in it")
 	}
 	if _, err := client.Containers.Get(ctx(t), made.ID); err == nil {
 		t.Error("the deleted container is served again")
+	}
+}
+
+// A request that finds a container holds it: expiry, running at the same
+// moment, either removes the container before it is found (and the request
+// is told it does not exist) or leaves it alone until the lease is given
+// back. Never is a found container removed under the request.
+func TestLeaseRacesExpiry(t *testing.T) {
+	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.ExpiryTick = time.Hour })
+	client := ts.client(aliceKey)
+	for round := range 20 {
+		made, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: fmt.Sprint("race-", round),
+			ExpiresAfter: openai.ContainerNewParamsExpiresAfter{Anchor: "last_active_at", Minutes: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every container is past its expiry as the two race.
+		later := time.Now().Add(2 * time.Minute)
+		found := make(chan *lease, 1)
+		go func() {
+			l, err := ts.srv.acquire(ctx(t), "alice", made.ID)
+			if err != nil {
+				t.Error(err)
+			}
+			found <- l
+		}()
+		ts.srv.expire(later)
+		l := <-found
+		if l == nil {
+			continue // expiry came first
+		}
+		// Expiry again, now that the lease is surely held: it must wait.
+		ts.srv.expire(later)
+		l.c.saveMu.Lock()
+		removed := l.c.removed
+		l.c.saveMu.Unlock()
+		if removed {
+			t.Fatalf("round %d: the container was removed while a request held it", round)
+		}
+		if _, err := l.c.conv.Files(ctx(t)); err != nil {
+			t.Fatalf("round %d: the leased container's sandbox is gone: %v", round, err)
+		}
+		l.release(ctx(t))
+		ts.srv.expire(time.Now().Add(2 * time.Minute))
+		if ts.srv.live(made.ID) != nil {
+			t.Fatalf("round %d: the container outlived its expiry once its lease was given back", round)
+		}
 	}
 }

@@ -18,8 +18,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +32,7 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/serve/state"
 	"github.com/terpdev/terp/internal/store"
 )
@@ -46,10 +45,10 @@ type Config struct {
 	// base URL and model, the sandbox, its limits. Each container gets its
 	// own copy.
 	Settings *config.Config
-	// Keys maps each accepted bearer key to its owner's name and limits.
-	// Empty with NoAuth set, every request belongs to one owner, "local",
-	// held to LocalLimits.
-	Keys        map[string]Key
+	// Keys maps each accepted key to its principal: its owner's name and
+	// limits. Empty with NoAuth set, every request belongs to one owner,
+	// "local", held to LocalLimits.
+	Keys        map[string]Principal
 	NoAuth      bool
 	LocalLimits Limits
 	// Caps bound the whole server, whatever the key.
@@ -94,12 +93,15 @@ type Config struct {
 
 // Server holds the state of a running `terp serve`.
 type Server struct {
-	cfg     Config
-	state   state.State
-	mux     *http.ServeMux
+	cfg   Config
+	state state.State
+	mux   *http.ServeMux
+	// routeOf is every registered route by its pattern.
+	routeOf map[string]*route
 	metrics *Metrics
 	ready   []*readyState
 	lim     *limiter
+	keys    *Keyring
 
 	// mu guards containers, the containers live in this process (the
 	// others are records in the state, opened on first use); opening
@@ -138,68 +140,74 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{}), lim: newLimiter(cfg)}
+	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{}), lim: newLimiter(cfg),
+		keys: NewKeyring(cfg.Keys, cfg.NoAuth, cfg.LocalLimits)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if err := s.instrument(); err != nil {
 		return nil, err
 	}
-	s.mux = http.NewServeMux()
-	s.routes()
+	s.mux, s.routeOf = http.NewServeMux(), map[string]*route{}
+	s.Register(s.health())
+	s.Register(s.openAI())
 	s.done.Add(1)
 	go s.expireLoop()
 	return s, nil
 }
 
-// Handler is the server's HTTP handler: every route behind the key check
-// but the probes, each request counted and logged.
+// Handler is the server's HTTP handler: every route behind its protocol's
+// key check but the public ones, each request admitted under the limits,
+// counted and logged.
 func (s *Server) Handler() http.Handler {
 	return s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, route := s.mux.Handler(r); publicRoutes[route] {
+		rt, _ := s.lookupRoute(r)
+		if rt == nil || rt.Public {
 			s.mux.ServeHTTP(w, r)
 			return
 		}
-		owner, ok := s.owner(r)
+		p, ok := s.keys.Lookup(rt.proto.Credential(r))
 		if !ok {
-			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-				"Incorrect API key provided: send one of the server's keys as Authorization: Bearer KEY (terp serve --keys-file or TERP_SERVE_KEY).", "")
+			rt.proto.Refuse(w, &UnauthorizedError{Where: rt.proto.KeyIn})
 			return
 		}
-		noteOwner(r, owner)
-		rctx := withOwner(r.Context(), owner)
+		noteOwner(r, p.Name)
+		rctx := withOwner(r.Context(), p.Name)
 		if r.Header.Get(ForwardedHeader) != "" {
 			rctx = context.WithValue(rctx, forwardedKey{}, true)
 		}
-		if r, ok := s.admit(w, r, owner); ok {
+		if r, ok := s.admit(w, r, p.Name, rt); ok {
 			s.mux.ServeHTTP(w, r.WithContext(rctx))
 		}
 	}))
 }
 
-func (s *Server) routes() {
-	s.mux.HandleFunc("GET /v1/models", s.listModels)
-	s.mux.HandleFunc("POST /v1/files", s.createFile)
-	s.mux.HandleFunc("GET /v1/files", s.listFiles)
-	s.mux.HandleFunc("GET /v1/files/{id}", s.getFile)
-	s.mux.HandleFunc("GET /v1/files/{id}/content", s.getFileContent)
-	s.mux.HandleFunc("DELETE /v1/files/{id}", s.deleteFile)
-	s.mux.HandleFunc("POST /v1/containers", s.createContainer)
-	s.mux.HandleFunc("GET /v1/containers", s.listContainers)
-	s.mux.HandleFunc("GET /v1/containers/{id}", s.getContainer)
-	s.mux.HandleFunc("DELETE /v1/containers/{id}", s.deleteContainer)
-	s.mux.HandleFunc("POST /v1/containers/{id}/files", s.createContainerFile)
-	s.mux.HandleFunc("GET /v1/containers/{id}/files", s.listContainerFiles)
-	s.mux.HandleFunc("GET /v1/containers/{id}/files/{fid}", s.getContainerFile)
-	s.mux.HandleFunc("GET /v1/containers/{id}/files/{fid}/content", s.getContainerFileContent)
-	s.mux.HandleFunc("DELETE /v1/containers/{id}/files/{fid}", s.deleteContainerFile)
-	s.mux.HandleFunc("POST /v1/responses", s.createResponse)
-	s.mux.HandleFunc("GET /v1/responses/{id}", s.getResponse)
-	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.deleteResponse)
-	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
-	s.healthRoutes()
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
-			fmt.Sprintf("terp serve has no %s %s; see docs/serve.md for what it serves", r.Method, r.URL.Path), "")
-	})
+// openAI is OpenAI's API: the Responses API with the code_interpreter
+// tool, containers, files, chat completions and the model list.
+func (s *Server) openAI() Protocol {
+	return Protocol{Name: "openai", Routes: []Route{
+		{Pattern: "GET /v1/models", Handler: s.listModels},
+		{Pattern: "POST /v1/files", Handler: s.createFile, Upload: true},
+		{Pattern: "GET /v1/files", Handler: s.listFiles},
+		{Pattern: "GET /v1/files/{id}", Handler: s.getFile},
+		{Pattern: "GET /v1/files/{id}/content", Handler: s.getFileContent},
+		{Pattern: "DELETE /v1/files/{id}", Handler: s.deleteFile},
+		{Pattern: "POST /v1/containers", Handler: s.createContainer},
+		{Pattern: "GET /v1/containers", Handler: s.listContainers},
+		{Pattern: "GET /v1/containers/{id}", Handler: s.getContainer},
+		{Pattern: "DELETE /v1/containers/{id}", Handler: s.deleteContainer},
+		{Pattern: "POST /v1/containers/{id}/files", Handler: s.createContainerFile, Upload: true},
+		{Pattern: "GET /v1/containers/{id}/files", Handler: s.listContainerFiles},
+		{Pattern: "GET /v1/containers/{id}/files/{fid}", Handler: s.getContainerFile},
+		{Pattern: "GET /v1/containers/{id}/files/{fid}/content", Handler: s.getContainerFileContent},
+		{Pattern: "DELETE /v1/containers/{id}/files/{fid}", Handler: s.deleteContainerFile},
+		{Pattern: "POST /v1/responses", Handler: s.createResponse},
+		{Pattern: "GET /v1/responses/{id}", Handler: s.getResponse},
+		{Pattern: "DELETE /v1/responses/{id}", Handler: s.deleteResponse},
+		{Pattern: "POST /v1/chat/completions", Handler: s.chatCompletions},
+		{Pattern: "/", Handler: func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
+				fmt.Sprintf("terp serve has no %s %s; see docs/serve.md for what it serves", r.Method, r.URL.Path), "")
+		}},
+	}}
 }
 
 // BaseContext is the context an http.Server should run the requests in,
@@ -262,28 +270,6 @@ func (s *Server) close(ctx context.Context) {
 	}
 }
 
-// owner is who the request's bearer key belongs to.
-func (s *Server) owner(r *http.Request) (string, bool) {
-	if s.cfg.NoAuth {
-		return "local", true
-	}
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || key == "" {
-		return "", false
-	}
-	// Every key is compared, in constant time, so the time taken says
-	// nothing about which prefix matched.
-	sum := sha256.Sum256([]byte(key))
-	owner, found := "", false
-	for k, key := range s.cfg.Keys {
-		ks := sha256.Sum256([]byte(k))
-		if subtle.ConstantTimeCompare(sum[:], ks[:]) == 1 {
-			owner, found = key.Name, true
-		}
-	}
-	return owner, found
-}
-
 type ownerKey struct{}
 
 func withOwner(ctx context.Context, owner string) context.Context {
@@ -337,33 +323,79 @@ func badRequest(w http.ResponseWriter, param, format string, a ...any) {
 }
 
 // notFound is the 404 of an object that does not exist, or is another key's.
-func notFound(w http.ResponseWriter, kind, id string) {
-	writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("No %s found with id '%s'.", kind, id), "")
-}
+func notFound(w http.ResponseWriter, kind, id string) { writeFailure(w, notFoundError(kind, id)) }
+
+// missingError is an object that does not exist, or is another key's.
+type missingError struct{ kind, id string }
+
+func notFoundError(kind, id string) error { return &missingError{kind: kind, id: id} }
+
+func (e *missingError) Error() string { return fmt.Sprintf("No %s found with id '%s'.", e.kind, e.id) }
 
 // serverError is a failure of terp's own (the sandbox, the disk).
 func serverError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, "server_error", "", err.Error(), "")
 }
 
-// conversationError answers with the status that err calls for.
-func conversationError(w http.ResponseWriter, err error) {
+// writeFailure answers a request that err ended, before anything else was
+// sent, with the status failure gives it.
+func writeFailure(w http.ResponseWriter, err error) {
 	if limit := asLimit(err); limit != nil {
 		limit.answer(w)
 		return
 	}
+	f := failure(err)
+	writeError(w, f.status, f.typ, f.code, f.message, f.param)
+}
+
+// failed is an error as OpenAI's clients are told it.
+type failed struct {
+	status                    int
+	typ, code, message, param string
+}
+
+// failure classifies an error that ended a request: the one classification
+// of every answer, whole or streamed, turn or not. What is the client's
+// doing is a 4xx, the model server's a 4xx or 502 by what it said, and
+// anything else terp's own failure, a 500.
+func failure(err error) failed {
+	var limit *limitError
+	var perr *paramError
 	var input *conversation.InputError
+	var upstream *llm.Error
+	var missing *missingError
+	var unauthorized *UnauthorizedError
 	switch {
+	case errors.As(err, &unauthorized):
+		return failed{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key", message: err.Error()}
+	case errors.As(err, &missing):
+		return failed{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found", message: missing.Error()}
+	case errors.As(err, &limit):
+		return failed{status: limit.status, typ: limit.typ, code: limit.code, message: limit.message}
+	case errors.As(err, &perr) && perr.err == nil:
+		return failed{status: http.StatusBadRequest, typ: "invalid_request_error", message: perr.message, param: perr.param}
 	case errors.As(err, &input):
-		badRequest(w, "", "%s", err.Error())
+		return failed{status: http.StatusBadRequest, typ: "invalid_request_error", message: err.Error()}
 	case errors.Is(err, conversation.ErrBusy):
-		writeError(w, http.StatusConflict, "invalid_request_error", "container_busy", err.Error(), "")
+		return failed{status: http.StatusConflict, typ: "invalid_request_error", code: "container_busy", message: err.Error()}
 	case errors.Is(err, store.ErrBusy):
-		writeError(w, http.StatusConflict, "invalid_request_error", "container_busy",
-			"the container is open in another terp serve process; retry in a moment", "")
-	default:
-		serverError(w, err)
+		return failed{status: http.StatusConflict, typ: "invalid_request_error", code: "container_busy",
+			message: "the container is open in another terp serve process; retry in a moment"}
+	case errors.As(err, &upstream):
+		f := failed{message: err.Error()}
+		switch upstream.Kind {
+		case llm.KindContextLength:
+			f.status, f.typ, f.code = http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
+		case llm.KindRateLimited:
+			f.status, f.typ, f.code = http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded"
+		case llm.KindModelNotFound:
+			f.status, f.typ, f.code = http.StatusNotFound, "invalid_request_error", "model_not_found"
+		default:
+			f.status, f.typ, f.code = http.StatusBadGateway, "upstream_error", "upstream_"+strings.ReplaceAll(upstream.Kind.String(), " ", "_")
+		}
+		return f
 	}
+	return failed{status: http.StatusInternalServerError, typ: "server_error", message: err.Error()}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,79 @@
+package serve
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// Keyring maps the credentials clients send to principals. Every protocol
+// terp serve speaks looks its clients up here; each finds the credential
+// where its own clients put it (Bearer for OpenAI's API, a token query
+// parameter for Jupyter's, X-API-Key for LibreChat's), see Credential.
+type Keyring struct {
+	// keys are the principals by the SHA-256 of their key: every lookup
+	// compares against all of them in constant time.
+	keys map[[sha256.Size]byte]Principal
+	// byName are the principals by name, for work that goes on after its
+	// request (a turn's tokens are counted against its principal's day).
+	byName map[string]Principal
+	// open, when set, is the one principal of a server without keys:
+	// every request is theirs, whatever it sends.
+	open *Principal
+}
+
+// NewKeyring returns the ring of keys. With no keys and noAuth, every
+// request is the principal "local", held to local.
+func NewKeyring(keys map[string]Principal, noAuth bool, local Limits) *Keyring {
+	k := &Keyring{keys: make(map[[sha256.Size]byte]Principal, len(keys)), byName: map[string]Principal{}}
+	if noAuth && len(keys) == 0 {
+		k.open = &Principal{Name: "local", Limits: local}
+		k.byName["local"] = *k.open
+	}
+	for key, p := range keys {
+		k.keys[sha256.Sum256([]byte(key))] = p
+		k.byName[p.Name] = p
+	}
+	return k
+}
+
+// Lookup is the principal whose key credential is. Every key is compared,
+// in constant time, so the time taken says nothing about which one
+// matched, nor how much of it.
+func (k *Keyring) Lookup(credential string) (Principal, bool) {
+	if k.open != nil {
+		return *k.open, true
+	}
+	if credential == "" {
+		return Principal{}, false
+	}
+	sum := sha256.Sum256([]byte(credential))
+	var found Principal
+	ok := false
+	for ks, p := range k.keys {
+		if subtle.ConstantTimeCompare(sum[:], ks[:]) == 1 {
+			found, ok = p, true
+		}
+	}
+	return found, ok
+}
+
+// Open reports whether the ring takes every request without a key.
+func (k *Keyring) Open() bool { return k.open != nil }
+
+// limits are the limits of the principal named name, for work that goes
+// on after its request (a turn's tokens); zero for a name the ring does
+// not hold.
+func (k *Keyring) limits(name string) Limits { return k.byName[name].Limits }
+
+// Credential finds the key in a request, where one protocol's clients send
+// it; "" when there is none.
+type Credential func(r *http.Request) string
+
+// Bearer is the credential of an Authorization: Bearer header, where the
+// OpenAI SDKs send their key.
+func Bearer(r *http.Request) string {
+	key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return key
+}

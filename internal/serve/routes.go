@@ -1,0 +1,85 @@
+package serve
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Route is one endpoint a protocol serves, with what the host must know of
+// it before its handler runs.
+type Route struct {
+	// Pattern is a net/http.ServeMux pattern, such as "POST /v1/files".
+	Pattern string
+	Handler http.HandlerFunc
+	// Public routes answer without a key: probes and scrapers send none.
+	Public bool
+	// Upload routes take a file as multipart/form-data: such a body is
+	// bounded by Caps.Upload rather than Caps.Request.
+	Upload bool
+}
+
+// Protocol is a wire protocol terp serve speaks (OpenAI's API, Jupyter's
+// kernel API, LibreChat's code API): its routes, where its clients send
+// their key, and how it says no. The host authenticates, limits, logs and
+// counts every route's requests the same way, whatever the protocol.
+type Protocol struct {
+	// Name labels the protocol's requests in the logs.
+	Name   string
+	Routes []Route
+	// Credential finds a request's key; nil means Bearer.
+	Credential Credential
+	// KeyIn says where the protocol's clients send their key, for the
+	// message of a request without one; "" means Bearer's header.
+	KeyIn string
+	// Refuse answers a request the host turns away before its handler
+	// runs, in the protocol's words: err is an *UnauthorizedError, or a
+	// refusal for a limit (a rate, a size, a body too slow); nil means
+	// OpenAI's error object.
+	Refuse func(w http.ResponseWriter, err error)
+}
+
+// UnauthorizedError is a request without a key the server accepts.
+type UnauthorizedError struct {
+	// Where says where the protocol's clients send their key, for the
+	// message.
+	Where string
+}
+
+func (e *UnauthorizedError) Error() string {
+	return fmt.Sprintf("Incorrect API key provided: send one of the server's keys as %s (terp serve --keys-file or TERP_SERVE_KEY).", e.Where)
+}
+
+// route is a registered route with its protocol.
+type route struct {
+	Route
+	proto *Protocol
+}
+
+// Register serves p's routes; call it before the server serves a request.
+// Registering a pattern twice panics, as
+// http.ServeMux does: it is a programming error.
+func (s *Server) Register(p Protocol) {
+	if p.Credential == nil {
+		p.Credential = Bearer
+	}
+	if p.Refuse == nil {
+		p.Refuse = writeFailure
+	}
+	if p.KeyIn == "" {
+		p.KeyIn = "Authorization: Bearer KEY"
+	}
+	for _, rt := range p.Routes {
+		if _, dup := s.routeOf[rt.Pattern]; dup {
+			panic("serve: route registered twice: " + rt.Pattern)
+		}
+		s.routeOf[rt.Pattern] = &route{Route: rt, proto: &p}
+		s.mux.HandleFunc(rt.Pattern, rt.Handler)
+	}
+}
+
+// lookupRoute is the registered route r goes to, and its pattern; nil for
+// a request no route takes.
+func (s *Server) lookupRoute(r *http.Request) (*route, string) {
+	_, pattern := s.mux.Handler(r)
+	return s.routeOf[pattern], pattern
+}

@@ -1,0 +1,129 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/terpdev/terp/internal/agent"
+	"github.com/terpdev/terp/internal/conversation"
+)
+
+// A model turn runs the same way whichever protocol asked for it: admitted
+// under the run cap and the key's tokens, in a leased container, observed
+// for the metrics and the logs, counted, and answered by a sink that
+// renders its events in the protocol's words. runTurn is that one way; a
+// protocol brings a modelTurn (how to find its container, what to ask) and
+// a turnSink (how to answer).
+
+// turnSink renders one turn's events as a protocol answers them.
+type turnSink interface {
+	// handle is the turn's send function: each event as it happens.
+	handle(agent.Event)
+	// end sets down the turn's outcome, its failure among them (see
+	// failure): a stream's last events, or what answer writes.
+	end(turn conversation.Turn, err error)
+	// answer writes what end set down, for an answer that was not
+	// streamed; a stream has been answered already.
+	answer(w http.ResponseWriter)
+	// streaming reports whether the answer's status has been sent, so
+	// that a failure can no longer be told by a status.
+	streaming() bool
+}
+
+// modelTurn is what a protocol hands runTurn.
+type modelTurn struct {
+	// open finds or makes the turn's container, leased. Its error is the
+	// request's answer; an *elsewhereError forwards the request to the
+	// replica the container is open in.
+	open func(ctx context.Context) (*lease, error)
+	// ready readies the leased container for the turn (the files the
+	// request attaches, headers) and returns what to ask and the sink
+	// that answers.
+	ready func(ctx context.Context, c *container) (conversation.TurnRequest, turnSink, error)
+	// after records what the protocol keeps of a turn that ran, before it
+	// is answered; a turn refused as busy ran nothing and is not recorded.
+	after func(ctx context.Context, c *container, turn conversation.Turn)
+}
+
+// runTurn runs one model turn for r and answers it.
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, mt modelTurn) {
+	ctx, owner := r.Context(), ownerOf(r)
+	run, ok := s.startRun(w, r)
+	if !ok {
+		return
+	}
+	defer run.done()
+	l, err := mt.open(ctx)
+	if err != nil {
+		run.done() // the turn runs elsewhere, or not at all
+		if !s.forwarded(w, r, err) {
+			writeFailure(w, err)
+		}
+		return
+	}
+	defer l.release(ctx)
+	req, sink, err := mt.ready(ctx, l.c)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	req.Send = s.observeTurn(ctx, l.c, sink.handle)
+	turn, err := l.c.conv.Turn(ctx, req)
+	s.turnDone(ctx, owner, turn, err)
+	run.count(ctx, turn.Result.Usage)
+	err = s.stoppedError(err)
+	if ctx.Err() != nil {
+		// Stopped by Abort, or the client went away: a stream is told
+		// why, if anyone still reads it; an answer not yet begun is a 503.
+		if sink.streaming() {
+			sink.end(turn, err)
+		} else {
+			s.answerStopped(w)
+		}
+		return
+	}
+	sink.end(turn, err)
+	if mt.after != nil && !errors.Is(err, conversation.ErrBusy) {
+		mt.after(ctx, l.c, turn)
+	}
+	sink.answer(w)
+}
+
+// sseWriter writes server-sent events, the one stream writer of every
+// protocol's streamed answers.
+type sseWriter struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+// startSSE sends a stream's status and headers; false when the connection
+// cannot stream.
+func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return &sseWriter{w: w, f: f}, true
+}
+
+// send writes v as one event's data, named event unless that is "".
+func (s *sseWriter) send(event string, v any) {
+	b, _ := json.Marshal(v)
+	if event != "" {
+		fmt.Fprintf(s.w, "event: %s\n", event)
+	}
+	fmt.Fprintf(s.w, "data: %s\n\n", b)
+	s.f.Flush()
+}
+
+// done ends a stream as OpenAI's chat completions do.
+func (s *sseWriter) done() {
+	fmt.Fprint(s.w, "data: [DONE]\n\n")
+	s.f.Flush()
+}
