@@ -9,13 +9,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm"
 )
 
@@ -138,64 +135,6 @@ func (b *bucket) take(now time.Time, rpm int) (time.Duration, bool) {
 	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
 }
 
-// limitError is a request refused for a limit: a 429 with the time to wait
-// in Retry-After, or a 413 for a body over its size.
-type limitError struct {
-	status  int
-	typ     string
-	code    string
-	message string
-	// retry is how long until the request may pass.
-	retry time.Duration
-	// final tells the SDKs not to retry on their own (x-should-retry):
-	// waiting Retry-After out in a client would block it for hours.
-	final bool
-}
-
-func (e *limitError) Error() string { return e.message }
-
-// rateLimited is the 429 of a limit of kind typ: what OpenAI sends for its
-// own rate limits, whose type names what ran out (requests, tokens) and
-// which the SDKs retry after Retry-After.
-func rateLimited(typ string, retry time.Duration, format string, a ...any) *limitError {
-	return &limitError{status: http.StatusTooManyRequests, typ: typ, code: "rate_limit_exceeded",
-		message: fmt.Sprintf(format, a...), retry: retry}
-}
-
-// tooLarge is the 413 of a body over limit bytes.
-func tooLarge(what string, limit int64, flag string) *limitError {
-	return &limitError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "request_too_large",
-		message: fmt.Sprintf("%s is over %s, the most this server takes (terp serve %s); send less", what, config.SizeText(limit), flag)}
-}
-
-func (e *limitError) answer(w http.ResponseWriter) {
-	if e.retry > 0 {
-		secs := int64(math.Ceil(e.retry.Seconds()))
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		ms := (e.retry + time.Millisecond - 1) / time.Millisecond
-		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64(ms), 10))
-	}
-	if e.final {
-		w.Header().Set("X-Should-Retry", "false")
-	}
-	writeError(w, e.status, e.typ, e.code, e.message, "")
-}
-
-// asLimit is the limit err is about, if it is one: a refusal of ours (a
-// body over its cap among them), or a body that came too slowly for the
-// server's read deadline.
-func asLimit(err error) *limitError {
-	var le *limitError
-	switch {
-	case errors.As(err, &le):
-		return le
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &limitError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
-			message: "the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again"}
-	}
-	return nil
-}
-
 // limits are the limits of owner.
 func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
 
@@ -216,8 +155,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) (*h
 		wait, ok := b.take(time.Now(), rpm)
 		l.mu.Unlock()
 		if !ok {
-			rateLimited("requests", wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
-				owner, rpm, wait.Round(time.Millisecond)).answer(w)
+			answerRefusal(w, rateLimited(RefusedRequests, wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
+				owner, rpm, wait.Round(time.Millisecond)))
 			return nil, false
 		}
 	}
@@ -226,7 +165,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) (*h
 		limit, refusal = l.caps.Upload+uploadSlack, tooLarge("the upload", l.caps.Upload, "--max-upload")
 	}
 	if r.ContentLength > limit {
-		refusal.answer(w)
+		answerRefusal(w, refusal)
 		return nil, false
 	}
 	r = r.WithContext(r.Context())
@@ -301,11 +240,11 @@ func (s *Server) reserveContainer(ctx context.Context, owner string) (done func(
 	}
 	mine, all = mine+l.making[owner], all+l.makingAll
 	if most := l.limits(owner).Containers; most > 0 && mine >= most {
-		return nil, rateLimited("containers", busyRetry,
+		return nil, rateLimited(RefusedContainers, busyRetry,
 			"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", mine)
 	}
 	if most := l.caps.Containers; most > 0 && all >= most {
-		return nil, rateLimited("containers", busyRetry,
+		return nil, rateLimited(RefusedContainers, busyRetry,
 			"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", all)
 	}
 	l.making[owner]++
@@ -365,7 +304,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) (*run, bool) {
 	l.mu.Lock()
 	if most := l.caps.Runs; most > 0 && l.runs >= most {
 		l.mu.Unlock()
-		rateLimited("runs", busyRetry, "terp serve is running %d turns, the most it may at once (terp serve --max-runs); try again shortly", most).answer(w)
+		answerRefusal(w, rateLimited(RefusedRuns, busyRetry, "terp serve is running %d turns, the most it may at once (terp serve --max-runs); try again shortly", most))
 		return nil, false
 	}
 	l.runs++
@@ -415,11 +354,11 @@ func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
 	if used < most {
 		return true
 	}
-	e := rateLimited("tokens", untilMidnight(now),
+	refusal := rateLimited(RefusedTokens, untilMidnight(now),
 		"Rate limit reached for key %s on tokens per day (TPD): limit %d, used %d. The limit resets at midnight UTC, in %s.",
 		owner, most, used, untilMidnight(now).Round(time.Minute))
-	e.final = true
-	e.answer(w)
+	refusal.Final = true
+	answerRefusal(w, refusal)
 	return false
 }
 

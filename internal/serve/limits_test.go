@@ -8,6 +8,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,6 +340,58 @@ func TestLimitContainers(t *testing.T) {
 	}
 	if _, err := bob.Containers.New(ctx(t), openai.ContainerNewParams{Name: "in the place freed"}); err != nil {
 		t.Errorf("after a delete: %v", err)
+	}
+}
+
+// Each refusal reaches an OpenAI client as OpenAI's own would: the status,
+// the error's type and code its SDKs read, and when to retry.
+func TestRefusalOpenAI(t *testing.T) {
+	tokens := rateLimited(RefusedTokens, 3*time.Hour+1500*time.Millisecond, "tokens used")
+	tokens.Final = true
+	for _, tt := range []struct {
+		name    string
+		refusal *Refusal
+		status  int
+		header  http.Header
+		body    string
+	}{
+		{"requests", rateLimited(RefusedRequests, 29500*time.Millisecond, "too many requests"), 429,
+			http.Header{"Retry-After": {"30"}, "Retry-After-Ms": {"29500"}},
+			`{"error":{"message":"too many requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`},
+		{"tokens", tokens, 429,
+			http.Header{"Retry-After": {"10802"}, "Retry-After-Ms": {"10801500"}, "X-Should-Retry": {"false"}},
+			`{"error":{"message":"tokens used","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`},
+		{"containers", rateLimited(RefusedContainers, busyRetry, "too many containers"), 429,
+			http.Header{"Retry-After": {"5"}, "Retry-After-Ms": {"5000"}},
+			`{"error":{"message":"too many containers","type":"containers","param":null,"code":"rate_limit_exceeded"}}`},
+		{"runs", rateLimited(RefusedRuns, busyRetry, "too many turns"), 429,
+			http.Header{"Retry-After": {"5"}, "Retry-After-Ms": {"5000"}},
+			`{"error":{"message":"too many turns","type":"runs","param":null,"code":"rate_limit_exceeded"}}`},
+		{"size", tooLarge("the upload", 4<<10, "--max-upload"), 413, http.Header{},
+			`{"error":{"message":"the upload is over 4.0 KiB, the most this server takes (terp serve --max-upload); send less","type":"invalid_request_error","param":null,"code":"request_too_large"}}`},
+		{"timeout", AsRefusal(fmt.Errorf("reading the body: %w", os.ErrDeadlineExceeded)), 408, http.Header{},
+			`{"error":{"message":"the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again","type":"invalid_request_error","param":null,"code":"request_timeout"}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			answerRefusal(w, tt.refusal)
+			if w.Code != tt.status {
+				t.Errorf("status %d, want %d", w.Code, tt.status)
+			}
+			tt.header.Set("Content-Type", "application/json")
+			if !reflect.DeepEqual(w.Header(), tt.header) {
+				t.Errorf("headers %v, want %v", w.Header(), tt.header)
+			}
+			if got := strings.TrimSpace(w.Body.String()); got != tt.body {
+				t.Errorf("body\n%s\nwant\n%s", got, tt.body)
+			}
+		})
+	}
+	if AsRefusal(fmt.Errorf("a wrapped %w", tokens)) != tokens {
+		t.Error("AsRefusal does not find a wrapped refusal")
+	}
+	if AsRefusal(io.ErrUnexpectedEOF) != nil {
+		t.Error("AsRefusal takes an error that is no refusal for one")
 	}
 }
 

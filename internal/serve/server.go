@@ -25,8 +25,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,6 +333,31 @@ func writeError(w http.ResponseWriter, status int, typ, code, message, param str
 	writeJSON(w, status, map[string]apiError{"error": e})
 }
 
+// answerRefusal answers a refusal as OpenAI answers its own: a 429's type
+// names what ran out and its code is rate_limit_exceeded, which the SDKs
+// retry after Retry-After (in seconds, rounded up, and in Retry-After-Ms)
+// unless X-Should-Retry says not to; a body over its size or too slow is an
+// invalid request, with a code that says which.
+func answerRefusal(w http.ResponseWriter, r *Refusal) {
+	if r.RetryAfter > 0 {
+		secs := int64(math.Ceil(r.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		ms := (r.RetryAfter + time.Millisecond - 1) / time.Millisecond
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64(ms), 10))
+	}
+	if r.Final {
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	typ, code := r.Kind, "rate_limit_exceeded"
+	switch r.Kind {
+	case RefusedSize:
+		typ, code = "invalid_request_error", "request_too_large"
+	case RefusedTimeout:
+		typ, code = "invalid_request_error", "request_timeout"
+	}
+	writeError(w, r.Status, typ, code, r.Message, "")
+}
+
 // badRequest is a 400 naming the parameter that was wrong.
 func badRequest(w http.ResponseWriter, param, format string, a ...any) {
 	writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf(format, a...), param)
@@ -348,8 +375,8 @@ func serverError(w http.ResponseWriter, err error) {
 
 // conversationError answers with the status that err calls for.
 func conversationError(w http.ResponseWriter, err error) {
-	if limit := asLimit(err); limit != nil {
-		limit.answer(w)
+	if refusal := AsRefusal(err); refusal != nil {
+		answerRefusal(w, refusal)
 		return
 	}
 	var input *conversation.InputError
@@ -391,8 +418,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		err = json.Unmarshal(b, v)
 	}
 	if err != nil {
-		if limit := asLimit(err); limit != nil {
-			limit.answer(w)
+		if refusal := AsRefusal(err); refusal != nil {
+			answerRefusal(w, refusal)
 		} else {
 			badRequest(w, "", "the request body is not the JSON this endpoint takes: %v", err)
 		}
