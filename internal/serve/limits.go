@@ -138,6 +138,28 @@ func (b *bucket) take(now time.Time, rpm int) (time.Duration, bool) {
 // limits are the limits of owner.
 func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
 
+// takeRequest spends one of owner's requests of the minute, or refuses
+// it: the key is over its Limits.RPM.
+func (l *limiter) takeRequest(owner string) *Refusal {
+	rpm := l.limits(owner).RPM
+	if rpm <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	b := l.buckets[owner]
+	if b == nil {
+		b = &bucket{}
+		l.buckets[owner] = b
+	}
+	wait, ok := b.take(time.Now(), rpm)
+	l.mu.Unlock()
+	if ok {
+		return nil
+	}
+	return rateLimited(RefusedRequests, wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
+		owner, rpm, wait.Round(time.Millisecond))
+}
+
 // admit lets a request of owner's through to its handler, or answers it:
 // a key over its requests per minute, a body declared over its bound. What
 // it lets through is a copy of r with its body bounded: an upload's by
@@ -145,20 +167,9 @@ func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
 // its own body, which it looks at after the answer.)
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string) (*http.Request, bool) {
 	l := s.lim
-	if rpm := l.limits(owner).RPM; rpm > 0 {
-		l.mu.Lock()
-		b := l.buckets[owner]
-		if b == nil {
-			b = &bucket{}
-			l.buckets[owner] = b
-		}
-		wait, ok := b.take(time.Now(), rpm)
-		l.mu.Unlock()
-		if !ok {
-			answerRefusal(w, rateLimited(RefusedRequests, wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
-				owner, rpm, wait.Round(time.Millisecond)))
-			return nil, false
-		}
+	if refusal := l.takeRequest(owner); refusal != nil {
+		answerRefusal(w, refusal)
+		return nil, false
 	}
 	limit, refusal := l.caps.Request, tooLarge("the request body", l.caps.Request, "--max-request-size")
 	if s.isUpload(r) {
@@ -292,24 +303,53 @@ type run struct {
 	once  sync.Once
 }
 
-// startRun admits a turn of the request's owner, or answers it: the key
-// has used its tokens for the day, or the server runs all the turns it
-// may. Call done when the turn has ended, and count with its usage.
+// beginRun admits a turn of owner's, or refuses it with a *Refusal: the
+// key has used its tokens for the day, or the server runs all the turns it
+// may. Any other error is the state's, which could not say what the key
+// used. Call done when the turn has ended, and count with its usage.
+func (s *Server) beginRun(ctx context.Context, owner string) (*run, error) {
+	if err := s.checkTokens(ctx, owner); err != nil {
+		return nil, err
+	}
+	if refusal := s.lim.takeRun(); refusal != nil {
+		return nil, refusal
+	}
+	return &run{s: s, owner: owner}, nil
+}
+
+// startRun is beginRun for an OpenAI request, which it answers when the
+// turn may not start.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) (*run, bool) {
-	owner := ownerOf(r)
-	if !s.underTokens(w, r) {
+	u, err := s.beginRun(r.Context(), ownerOf(r))
+	if err != nil {
+		answerCheck(w, err)
 		return nil, false
 	}
-	l := s.lim
+	return u, true
+}
+
+// answerCheck answers what a check of a limit failed with: a refusal as
+// OpenAI refuses, anything else as a failure of the server's. (Not by
+// AsRefusal: a state whose query ran out of time was not sent a body too
+// slowly.)
+func answerCheck(w http.ResponseWriter, err error) {
+	var refusal *Refusal
+	if errors.As(err, &refusal) {
+		answerRefusal(w, refusal)
+		return
+	}
+	serverError(w, err)
+}
+
+// takeRun holds a place under Caps.Runs, or refuses the turn at once.
+func (l *limiter) takeRun() *Refusal {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if most := l.caps.Runs; most > 0 && l.runs >= most {
-		l.mu.Unlock()
-		answerRefusal(w, rateLimited(RefusedRuns, busyRetry, "terp serve is running %d turns, the most it may at once (terp serve --max-runs); try again shortly", most))
-		return nil, false
+		return rateLimited(RefusedRuns, busyRetry, "terp serve is running %d turns, the most it may at once (terp serve --max-runs); try again shortly", most)
 	}
 	l.runs++
-	l.mu.Unlock()
-	return &run{s: s, owner: owner}, true
+	return nil
 }
 
 // done gives the turn's place back; it may be called more than once.
@@ -337,29 +377,36 @@ func (s *Server) countTokens(ctx context.Context, owner string, tokens int64) {
 	}
 }
 
-// underTokens says whether the request's key has tokens left today, and
-// answers it when it has not.
-func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
-	owner := ownerOf(r)
+// checkTokens refuses a turn of owner's with a *Refusal when the key has
+// used its tokens for the day; any other error is the state's.
+func (s *Server) checkTokens(ctx context.Context, owner string) error {
 	most := s.lim.limits(owner).TokensPerDay
 	if most <= 0 {
-		return true
+		return nil
 	}
 	now := time.Now()
-	used, err := s.state.Usage(r.Context(), owner, utcDay(now))
+	used, err := s.state.Usage(ctx, owner, utcDay(now))
 	if err != nil {
-		serverError(w, fmt.Errorf("cannot read the tokens key %s used today: %w", owner, err))
-		return false
+		return fmt.Errorf("cannot read the tokens key %s used today: %w", owner, err)
 	}
 	if used < most {
-		return true
+		return nil
 	}
 	refusal := rateLimited(RefusedTokens, untilMidnight(now),
 		"Rate limit reached for key %s on tokens per day (TPD): limit %d, used %d. The limit resets at midnight UTC, in %s.",
 		owner, most, used, untilMidnight(now).Round(time.Minute))
 	refusal.Final = true
-	answerRefusal(w, refusal)
-	return false
+	return refusal
+}
+
+// underTokens is checkTokens for an OpenAI request: it says whether the
+// request's key has tokens left today, and answers it when it has not.
+func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
+	if err := s.checkTokens(r.Context(), ownerOf(r)); err != nil {
+		answerCheck(w, err)
+		return false
+	}
+	return true
 }
 
 // tokenMeter reads the usage an answer passed through from upstream
