@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/serve/state"
 )
 
 // Limits bound what one key may use, so that one client cannot take the
@@ -90,16 +91,16 @@ type limiter struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
-	// making counts the containers being made, by owner, so that two made
-	// at once cannot both take the last place.
-	making    map[string]int
-	makingAll int
-	runs      int
+	// making holds the containers being made, by ID, with their owners,
+	// so that two made at once cannot both take the last place; by ID, so
+	// that one also saved in the state meanwhile counts once.
+	making map[string]string
+	runs   int
 }
 
 func newLimiter(cfg Config) *limiter {
 	l := &limiter{caps: cfg.Caps, byName: map[string]Limits{"local": cfg.LocalLimits},
-		buckets: map[string]*bucket{}, making: map[string]int{}}
+		buckets: map[string]*bucket{}, making: map[string]string{}}
 	if l.caps.Upload <= 0 {
 		l.caps.Upload = DefaultMaxUpload
 	}
@@ -236,62 +237,99 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// reserveContainer holds a place for a new container of owner's, or says
-// which limit has none left; done gives the place back once the container
-// is saved in the state, or was not made. Containers count whether open or
-// paused, until they are deleted or expire; those being made count too, in
-// this process.
-func (s *Server) reserveContainer(ctx context.Context, owner string) (done func(commit func()), err error) {
+// reserveContainer holds a place for the new container id of owner's, or
+// says which limit has none left; done gives the place back once the
+// container is saved in the state, or was not made. Containers count
+// whether open or paused, until they are deleted or expire; those being
+// made count too, in this process.
+//
+// No lock is held while the state counts (a query, with --store postgres):
+// l.mu also guards every key's requests and the turns running, and one slow
+// count must not hold them all up. So the reservation is optimistic: under
+// the lock, in one step, it puts itself among those being made and reads
+// which are; then, unlocked, it reads the state, and gives its place back
+// if the two together are over a limit. Two made at once cannot both take
+// the last place: each counts itself before it reads, and whichever reads
+// later sees the other, as being made or, once saved, in the state (done
+// saves before it stops counting). One seen both ways, saved while the
+// state was read, counts once, by its ID. A container that failed may
+// still count for a moment, refusing a place that was free; none is ever
+// left uncounted, so none is given twice.
+func (s *Server) reserveContainer(ctx context.Context, owner, id string) (done func(commit func()), err error) {
 	l := s.lim
+	var mine, all []string // being made, this one among them
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	mine, all, err := s.liveContainers(ctx, owner)
+	l.making[id] = owner
+	for other, o := range l.making {
+		if o == owner {
+			mine = append(mine, other)
+		}
+		all = append(all, other)
+	}
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		delete(l.making, id)
+		l.mu.Unlock()
+	}
+	savedMine, savedAll, err := s.liveContainers(ctx, owner)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	mine, all = mine+l.making[owner], all+l.makingAll
-	if most := l.limits(owner).Containers; most > 0 && mine >= most {
-		return nil, rateLimited(RefusedContainers, busyRetry,
-			"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", mine)
+	if most := l.limits(owner).Containers; most > 0 {
+		if n := heldBesides(id, savedMine, mine); n >= most {
+			release()
+			return nil, rateLimited(RefusedContainers, busyRetry,
+				"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", n)
+		}
 	}
-	if most := l.caps.Containers; most > 0 && all >= most {
-		return nil, rateLimited(RefusedContainers, busyRetry,
-			"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", all)
+	if most := l.caps.Containers; most > 0 {
+		if n := heldBesides(id, savedAll, all); n >= most {
+			release()
+			return nil, rateLimited(RefusedContainers, busyRetry,
+				"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", n)
+		}
 	}
-	l.making[owner]++
-	l.makingAll++
 	var once sync.Once
 	return func(commit func()) {
 		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			// The container's record, once saved, counts in its place:
-			// saved and released under one lock, it never counts twice.
+			// The record is saved before the place is given back, and
+			// outside the lock, so that a count in between sees it.
 			if commit != nil {
 				commit()
 			}
-			l.making[owner]--
-			l.makingAll--
+			release()
 		})
 	}, nil
 }
 
-// liveContainers counts owner's containers, and everyone's (the latter
-// only when a cap asks: it reads every record).
-func (s *Server) liveContainers(ctx context.Context, owner string) (mine, all int, err error) {
+// heldBesides is how many containers other than id are saved or being
+// made, each counted once.
+func heldBesides(id string, saved []state.Container, making []string) int {
+	held := make(map[string]bool, len(saved)+len(making))
+	for _, c := range saved {
+		held[c.ID] = true
+	}
+	for _, m := range making {
+		held[m] = true
+	}
+	delete(held, id)
+	return len(held)
+}
+
+// liveContainers lists owner's containers, and everyone's, in the state,
+// each only when a limit asks (everyone's reads every record).
+func (s *Server) liveContainers(ctx context.Context, owner string) (mine, all []state.Container, err error) {
 	if s.lim.limits(owner).Containers > 0 {
-		recs, err := s.state.Containers(ctx, owner)
-		if err != nil {
-			return 0, 0, err
+		if mine, err = s.state.Containers(ctx, owner); err != nil {
+			return nil, nil, err
 		}
-		mine = len(recs)
 	}
 	if s.lim.caps.Containers > 0 {
-		recs, err := s.state.Containers(ctx, "")
-		if err != nil {
-			return 0, 0, err
+		if all, err = s.state.Containers(ctx, ""); err != nil {
+			return nil, nil, err
 		}
-		all = len(recs)
 	}
 	return mine, all, nil
 }
