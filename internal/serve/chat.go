@@ -101,8 +101,8 @@ type chatUsage struct {
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		if limit := asLimit(err); limit != nil {
-			limit.answer(w)
+		if refusal := AsRefusal(err); refusal != nil {
+			answerRefusal(w, refusal)
 		} else {
 			badRequest(w, "", "cannot read the request body: %v", err)
 		}

@@ -251,7 +251,7 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 			return nil, badParam("network_policy.type", "network_policy.type is disabled or allowlist")
 		}
 	}
-	made, err := s.reserveContainer(ctx, owner)
+	made, err := s.reserveContainer(ctx, owner, rec.ID)
 	if err != nil {
 		return nil, &paramError{err: err}
 	}

@@ -57,8 +57,8 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (name string
 			badRequest(w, "file", "the upload has no field named file")
 			return "", nil, nil, false
 		}
-		if limit := asLimit(err); limit != nil {
-			limit.answer(w)
+		if refusal := AsRefusal(err); refusal != nil {
+			answerRefusal(w, refusal)
 			return "", nil, nil, false
 		}
 		if err != nil {
@@ -90,9 +90,9 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request) {
 	f, err := s.state.PutFile(r.Context(), f, body, s.lim.caps.Upload)
 	switch {
 	case errors.Is(err, state.ErrTooLarge):
-		tooLarge("the file", s.lim.caps.Upload, "--max-upload").answer(w)
-	case asLimit(err) != nil:
-		asLimit(err).answer(w)
+		answerRefusal(w, tooLarge("the file", s.lim.caps.Upload, "--max-upload"))
+	case AsRefusal(err) != nil:
+		answerRefusal(w, AsRefusal(err))
 	case err != nil:
 		badRequest(w, "file", "cannot store the file: %v", err)
 	default:

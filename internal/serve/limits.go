@@ -9,14 +9,12 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/serve/state"
 )
 
 // Limits bound what one key may use, so that one client cannot take the
@@ -91,29 +89,26 @@ func untilMidnight(t time.Time) time.Duration {
 // bucket, the containers being made and the turns running, all of this
 // process (a replica counts its own).
 type limiter struct {
-	caps   Caps
-	byName map[string]Limits
+	caps Caps
+	// keys hold each principal's limits.
+	keys *Keyring
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
-	// making counts the containers being made, by owner, so that two made
-	// at once cannot both take the last place.
-	making    map[string]int
-	makingAll int
-	runs      int
+	// making holds the containers being made, by ID, with their owners,
+	// so that two made at once cannot both take the last place; by ID, so
+	// that one also saved in the state meanwhile counts once.
+	making map[string]string
+	runs   int
 }
 
-func newLimiter(cfg Config) *limiter {
-	l := &limiter{caps: cfg.Caps, byName: map[string]Limits{"local": cfg.LocalLimits},
-		buckets: map[string]*bucket{}, making: map[string]int{}}
+func newLimiter(caps Caps, keys *Keyring) *limiter {
+	l := &limiter{caps: caps, keys: keys, buckets: map[string]*bucket{}, making: map[string]string{}}
 	if l.caps.Upload <= 0 {
 		l.caps.Upload = DefaultMaxUpload
 	}
 	if l.caps.Request <= 0 {
 		l.caps.Request = DefaultMaxRequest
-	}
-	for _, k := range cfg.Keys {
-		l.byName[k.Name] = k.Limits
 	}
 	return l
 }
@@ -141,66 +136,30 @@ func (b *bucket) take(now time.Time, rpm int) (time.Duration, bool) {
 	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
 }
 
-// limitError is a request refused for a limit: a 429 with the time to wait
-// in Retry-After, or a 413 for a body over its size.
-type limitError struct {
-	status  int
-	typ     string
-	code    string
-	message string
-	// retry is how long until the request may pass.
-	retry time.Duration
-	// final tells the SDKs not to retry on their own (x-should-retry):
-	// waiting Retry-After out in a client would block it for hours.
-	final bool
-}
-
-func (e *limitError) Error() string { return e.message }
-
-// rateLimited is the 429 of a limit of kind typ: what OpenAI sends for its
-// own rate limits, whose type names what ran out (requests, tokens) and
-// which the SDKs retry after Retry-After.
-func rateLimited(typ string, retry time.Duration, format string, a ...any) *limitError {
-	return &limitError{status: http.StatusTooManyRequests, typ: typ, code: "rate_limit_exceeded",
-		message: fmt.Sprintf(format, a...), retry: retry}
-}
-
-// tooLarge is the 413 of a body over limit bytes.
-func tooLarge(what string, limit int64, flag string) *limitError {
-	return &limitError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "request_too_large",
-		message: fmt.Sprintf("%s is over %s, the most this server takes (terp serve %s); send less", what, config.SizeText(limit), flag)}
-}
-
-func (e *limitError) answer(w http.ResponseWriter) {
-	if e.retry > 0 {
-		secs := int64(math.Ceil(e.retry.Seconds()))
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		ms := (e.retry + time.Millisecond - 1) / time.Millisecond
-		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64(ms), 10))
-	}
-	if e.final {
-		w.Header().Set("X-Should-Retry", "false")
-	}
-	writeError(w, e.status, e.typ, e.code, e.message, "")
-}
-
-// asLimit is the limit err is about, if it is one: a refusal of ours (a
-// body over its cap among them), or a body that came too slowly for the
-// server's read deadline.
-func asLimit(err error) *limitError {
-	var le *limitError
-	switch {
-	case errors.As(err, &le):
-		return le
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &limitError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
-			message: "the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again"}
-	}
-	return nil
-}
-
 // limits are the limits of owner.
-func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
+func (l *limiter) limits(owner string) Limits { return l.keys.limits(owner) }
+
+// takeRequest spends one of owner's requests of the minute, or refuses
+// it: the key is over its Limits.RPM.
+func (l *limiter) takeRequest(owner string) *Refusal {
+	rpm := l.limits(owner).RPM
+	if rpm <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	b := l.buckets[owner]
+	if b == nil {
+		b = &bucket{}
+		l.buckets[owner] = b
+	}
+	wait, ok := b.take(time.Now(), rpm)
+	l.mu.Unlock()
+	if ok {
+		return nil
+	}
+	return rateLimited(RefusedRequests, wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
+		owner, rpm, wait.Round(time.Millisecond))
+}
 
 // admit lets a request of owner's through to its handler, or answers it:
 // a key over its requests per minute, a body declared over its bound. What
@@ -209,27 +168,16 @@ func (l *limiter) limits(owner string) Limits { return l.byName[owner] }
 // its own body, which it looks at after the answer.)
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string, rt *route) (*http.Request, bool) {
 	l := s.lim
-	if rpm := l.limits(owner).RPM; rpm > 0 {
-		l.mu.Lock()
-		b := l.buckets[owner]
-		if b == nil {
-			b = &bucket{}
-			l.buckets[owner] = b
-		}
-		wait, ok := b.take(time.Now(), rpm)
-		l.mu.Unlock()
-		if !ok {
-			rateLimited("requests", wait, "Rate limit reached for key %s on requests per min (RPM): limit %d. Please try again in %s.",
-				owner, rpm, wait.Round(time.Millisecond)).answer(w)
-			return nil, false
-		}
+	if refusal := l.takeRequest(owner); refusal != nil {
+		answerRefusal(w, refusal)
+		return nil, false
 	}
 	limit, refusal := l.caps.Request, tooLarge("the request body", l.caps.Request, "--max-request-size")
 	if rt.Upload && r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
 		limit, refusal = l.caps.Upload+uploadSlack, tooLarge("the upload", l.caps.Upload, "--max-upload")
 	}
 	if r.ContentLength > limit {
-		refusal.answer(w)
+		answerRefusal(w, refusal)
 		return nil, false
 	}
 	r = r.WithContext(r.Context())
@@ -279,62 +227,99 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// reserveContainer holds a place for a new container of owner's, or says
-// which limit has none left; done gives the place back once the container
-// is saved in the state, or was not made. Containers count whether open or
-// paused, until they are deleted or expire; those being made count too, in
-// this process.
-func (s *Server) reserveContainer(ctx context.Context, owner string) (done func(commit func()), err error) {
+// reserveContainer holds a place for the new container id of owner's, or
+// says which limit has none left; done gives the place back once the
+// container is saved in the state, or was not made. Containers count
+// whether open or paused, until they are deleted or expire; those being
+// made count too, in this process.
+//
+// No lock is held while the state counts (a query, with --store postgres):
+// l.mu also guards every key's requests and the turns running, and one slow
+// count must not hold them all up. So the reservation is optimistic: under
+// the lock, in one step, it puts itself among those being made and reads
+// which are; then, unlocked, it reads the state, and gives its place back
+// if the two together are over a limit. Two made at once cannot both take
+// the last place: each counts itself before it reads, and whichever reads
+// later sees the other, as being made or, once saved, in the state (done
+// saves before it stops counting). One seen both ways, saved while the
+// state was read, counts once, by its ID. A container that failed may
+// still count for a moment, refusing a place that was free; none is ever
+// left uncounted, so none is given twice.
+func (s *Server) reserveContainer(ctx context.Context, owner, id string) (done func(commit func()), err error) {
 	l := s.lim
+	var mine, all []string // being made, this one among them
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	mine, all, err := s.liveContainers(ctx, owner)
+	l.making[id] = owner
+	for other, o := range l.making {
+		if o == owner {
+			mine = append(mine, other)
+		}
+		all = append(all, other)
+	}
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		delete(l.making, id)
+		l.mu.Unlock()
+	}
+	savedMine, savedAll, err := s.liveContainers(ctx, owner)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	mine, all = mine+l.making[owner], all+l.makingAll
-	if most := l.limits(owner).Containers; most > 0 && mine >= most {
-		return nil, rateLimited("containers", busyRetry,
-			"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", mine)
+	if most := l.limits(owner).Containers; most > 0 {
+		if n := heldBesides(id, savedMine, mine); n >= most {
+			release()
+			return nil, rateLimited(RefusedContainers, busyRetry,
+				"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", n)
+		}
 	}
-	if most := l.caps.Containers; most > 0 && all >= most {
-		return nil, rateLimited("containers", busyRetry,
-			"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", all)
+	if most := l.caps.Containers; most > 0 {
+		if n := heldBesides(id, savedAll, all); n >= most {
+			release()
+			return nil, rateLimited(RefusedContainers, busyRetry,
+				"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", n)
+		}
 	}
-	l.making[owner]++
-	l.makingAll++
 	var once sync.Once
 	return func(commit func()) {
 		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			// The container's record, once saved, counts in its place:
-			// saved and released under one lock, it never counts twice.
+			// The record is saved before the place is given back, and
+			// outside the lock, so that a count in between sees it.
 			if commit != nil {
 				commit()
 			}
-			l.making[owner]--
-			l.makingAll--
+			release()
 		})
 	}, nil
 }
 
-// liveContainers counts owner's containers, and everyone's (the latter
-// only when a cap asks: it reads every record).
-func (s *Server) liveContainers(ctx context.Context, owner string) (mine, all int, err error) {
+// heldBesides is how many containers other than id are saved or being
+// made, each counted once.
+func heldBesides(id string, saved []state.Container, making []string) int {
+	held := make(map[string]bool, len(saved)+len(making))
+	for _, c := range saved {
+		held[c.ID] = true
+	}
+	for _, m := range making {
+		held[m] = true
+	}
+	delete(held, id)
+	return len(held)
+}
+
+// liveContainers lists owner's containers, and everyone's, in the state,
+// each only when a limit asks (everyone's reads every record).
+func (s *Server) liveContainers(ctx context.Context, owner string) (mine, all []state.Container, err error) {
 	if s.lim.limits(owner).Containers > 0 {
-		recs, err := s.state.Containers(ctx, owner)
-		if err != nil {
-			return 0, 0, err
+		if mine, err = s.state.Containers(ctx, owner); err != nil {
+			return nil, nil, err
 		}
-		mine = len(recs)
 	}
 	if s.lim.caps.Containers > 0 {
-		recs, err := s.state.Containers(ctx, "")
-		if err != nil {
-			return 0, 0, err
+		if all, err = s.state.Containers(ctx, ""); err != nil {
+			return nil, nil, err
 		}
-		all = len(recs)
 	}
 	return mine, all, nil
 }
@@ -346,24 +331,53 @@ type run struct {
 	once  sync.Once
 }
 
-// startRun admits a turn of the request's owner, or answers it: the key
-// has used its tokens for the day, or the server runs all the turns it
-// may. Call done when the turn has ended, and count with its usage.
+// beginRun admits a turn of owner's, or refuses it with a *Refusal: the
+// key has used its tokens for the day, or the server runs all the turns it
+// may. Any other error is the state's, which could not say what the key
+// used. Call done when the turn has ended, and count with its usage.
+func (s *Server) beginRun(ctx context.Context, owner string) (*run, error) {
+	if err := s.checkTokens(ctx, owner); err != nil {
+		return nil, err
+	}
+	if refusal := s.lim.takeRun(); refusal != nil {
+		return nil, refusal
+	}
+	return &run{s: s, owner: owner}, nil
+}
+
+// startRun is beginRun for an OpenAI request, which it answers when the
+// turn may not start.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) (*run, bool) {
-	owner := ownerOf(r)
-	if !s.underTokens(w, r) {
+	u, err := s.beginRun(r.Context(), ownerOf(r))
+	if err != nil {
+		answerCheck(w, err)
 		return nil, false
 	}
-	l := s.lim
+	return u, true
+}
+
+// answerCheck answers what a check of a limit failed with: a refusal as
+// OpenAI refuses, anything else as a failure of the server's. (Not by
+// AsRefusal: a state whose query ran out of time was not sent a body too
+// slowly.)
+func answerCheck(w http.ResponseWriter, err error) {
+	var refusal *Refusal
+	if errors.As(err, &refusal) {
+		answerRefusal(w, refusal)
+		return
+	}
+	serverError(w, err)
+}
+
+// takeRun holds a place under Caps.Runs, or refuses the turn at once.
+func (l *limiter) takeRun() *Refusal {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if most := l.caps.Runs; most > 0 && l.runs >= most {
-		l.mu.Unlock()
-		rateLimited("runs", busyRetry, "terp serve is running %d turns, the most it may at once (terp serve --max-runs); try again shortly", most).answer(w)
-		return nil, false
+		return rateLimited(RefusedRuns, busyRetry, "terp serve is running %d turns, the most it may at once (terp serve --max-runs); try again shortly", most)
 	}
 	l.runs++
-	l.mu.Unlock()
-	return &run{s: s, owner: owner}, true
+	return nil
 }
 
 // done gives the turn's place back; it may be called more than once.
@@ -391,29 +405,36 @@ func (s *Server) countTokens(ctx context.Context, owner string, tokens int64) {
 	}
 }
 
-// underTokens says whether the request's key has tokens left today, and
-// answers it when it has not.
-func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
-	owner := ownerOf(r)
+// checkTokens refuses a turn of owner's with a *Refusal when the key has
+// used its tokens for the day; any other error is the state's.
+func (s *Server) checkTokens(ctx context.Context, owner string) error {
 	most := s.lim.limits(owner).TokensPerDay
 	if most <= 0 {
-		return true
+		return nil
 	}
 	now := time.Now()
-	used, err := s.state.Usage(r.Context(), owner, utcDay(now))
+	used, err := s.state.Usage(ctx, owner, utcDay(now))
 	if err != nil {
-		serverError(w, fmt.Errorf("cannot read the tokens key %s used today: %w", owner, err))
-		return false
+		return fmt.Errorf("cannot read the tokens key %s used today: %w", owner, err)
 	}
 	if used < most {
-		return true
+		return nil
 	}
-	e := rateLimited("tokens", untilMidnight(now),
+	refusal := rateLimited(RefusedTokens, untilMidnight(now),
 		"Rate limit reached for key %s on tokens per day (TPD): limit %d, used %d. The limit resets at midnight UTC, in %s.",
 		owner, most, used, untilMidnight(now).Round(time.Minute))
-	e.final = true
-	e.answer(w)
-	return false
+	refusal.Final = true
+	return refusal
+}
+
+// underTokens is checkTokens for an OpenAI request: it says whether the
+// request's key has tokens left today, and answers it when it has not.
+func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
+	if err := s.checkTokens(r.Context(), ownerOf(r)); err != nil {
+		answerCheck(w, err)
+		return false
+	}
+	return true
 }
 
 // tokenMeter reads the usage an answer passed through from upstream

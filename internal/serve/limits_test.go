@@ -8,6 +8,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,28 +295,34 @@ func TestLimitContainers(t *testing.T) {
 		c.Caps.Containers = 4
 	})
 	alice, bob := ts.client(aliceKey), ts.client(bobKey)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Go(func() {
-			_, err := alice.Containers.New(ctx(t), openai.ContainerNewParams{Name: "c"})
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	made := 0
-	for err := range errs {
-		if err == nil {
-			made++
-			continue
+	// atOnce asks for n of alice's containers at once, and says how many
+	// were made; every other must be refused for the key's limit.
+	atOnce := func(n int) int {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				_, err := alice.Containers.New(ctx(t), openai.ContainerNewParams{Name: "c"})
+				errs <- err
+			})
 		}
-		if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "containers" ||
-			got.retryAfter == 0 || !strings.Contains(got.msg, "delete some") {
-			t.Errorf("a container over the key's limit: %+v", got)
+		wg.Wait()
+		close(errs)
+		made := 0
+		for err := range errs {
+			if err == nil {
+				made++
+				continue
+			}
+			if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "containers" ||
+				got.retryAfter == 0 || !strings.Contains(got.msg, "delete some") {
+				t.Errorf("a container over the key's limit: %+v", got)
+			}
 		}
+		return made
 	}
-	if made != 3 {
+	if made := atOnce(8); made != 3 {
 		t.Errorf("8 asked for at once made %d containers; the key may hold 3", made)
 	}
 	if _, err := bob.Containers.New(ctx(t), openai.ContainerNewParams{Name: "bob's"}); err != nil {
@@ -338,8 +346,68 @@ func TestLimitContainers(t *testing.T) {
 	if err := alice.Containers.Delete(ctx(t), list.Data[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.Containers.New(ctx(t), openai.ContainerNewParams{Name: "in the place freed"}); err != nil {
-		t.Errorf("after a delete: %v", err)
+	freed, err := bob.Containers.New(ctx(t), openai.ContainerNewParams{Name: "in the place freed"})
+	if err != nil {
+		t.Fatalf("after a delete: %v", err)
+	}
+	// Alice holds 2 of her 3: of many asked for at once, one is made.
+	if err := bob.Containers.Delete(ctx(t), freed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if made := atOnce(12); made != 1 {
+		t.Errorf("12 asked for at once, with 2 of the key's 3 held, made %d containers; want 1", made)
+	}
+}
+
+// Each refusal reaches an OpenAI client as OpenAI's own would: the status,
+// the error's type and code its SDKs read, and when to retry.
+func TestRefusalOpenAI(t *testing.T) {
+	tokens := rateLimited(RefusedTokens, 3*time.Hour+1500*time.Millisecond, "tokens used")
+	tokens.Final = true
+	for _, tt := range []struct {
+		name    string
+		refusal *Refusal
+		status  int
+		header  http.Header
+		body    string
+	}{
+		{"requests", rateLimited(RefusedRequests, 29500*time.Millisecond, "too many requests"), 429,
+			http.Header{"Retry-After": {"30"}, "Retry-After-Ms": {"29500"}},
+			`{"error":{"message":"too many requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`},
+		{"tokens", tokens, 429,
+			http.Header{"Retry-After": {"10802"}, "Retry-After-Ms": {"10801500"}, "X-Should-Retry": {"false"}},
+			`{"error":{"message":"tokens used","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`},
+		{"containers", rateLimited(RefusedContainers, busyRetry, "too many containers"), 429,
+			http.Header{"Retry-After": {"5"}, "Retry-After-Ms": {"5000"}},
+			`{"error":{"message":"too many containers","type":"containers","param":null,"code":"rate_limit_exceeded"}}`},
+		{"runs", rateLimited(RefusedRuns, busyRetry, "too many turns"), 429,
+			http.Header{"Retry-After": {"5"}, "Retry-After-Ms": {"5000"}},
+			`{"error":{"message":"too many turns","type":"runs","param":null,"code":"rate_limit_exceeded"}}`},
+		{"size", tooLarge("the upload", 4<<10, "--max-upload"), 413, http.Header{},
+			`{"error":{"message":"the upload is over 4.0 KiB, the most this server takes (terp serve --max-upload); send less","type":"invalid_request_error","param":null,"code":"request_too_large"}}`},
+		{"timeout", AsRefusal(fmt.Errorf("reading the body: %w", os.ErrDeadlineExceeded)), 408, http.Header{},
+			`{"error":{"message":"the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again","type":"invalid_request_error","param":null,"code":"request_timeout"}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			answerRefusal(w, tt.refusal)
+			if w.Code != tt.status {
+				t.Errorf("status %d, want %d", w.Code, tt.status)
+			}
+			tt.header.Set("Content-Type", "application/json")
+			if !reflect.DeepEqual(w.Header(), tt.header) {
+				t.Errorf("headers %v, want %v", w.Header(), tt.header)
+			}
+			if got := strings.TrimSpace(w.Body.String()); got != tt.body {
+				t.Errorf("body\n%s\nwant\n%s", got, tt.body)
+			}
+		})
+	}
+	if AsRefusal(fmt.Errorf("a wrapped %w", tokens)) != tokens {
+		t.Error("AsRefusal does not find a wrapped refusal")
+	}
+	if AsRefusal(io.ErrUnexpectedEOF) != nil {
+		t.Error("AsRefusal takes an error that is no refusal for one")
 	}
 }
 
@@ -578,3 +646,103 @@ func TestLimitTokenMeter(t *testing.T) {
 		}
 	}
 }
+
+// A slow state holds up only the request that waits on it: while one key's
+// new container is being counted (a PostgreSQL query, with --store
+// postgres), another key's requests are admitted under its rate and its
+// turns start under the server's cap.
+func TestLimitSlowStateHoldsUpNoOneElse(t *testing.T) {
+	var slow *slowContainers
+	ts := newLimitServer(t, llmtest.New(t, llmtest.Fixed(llmtest.Answer("done"))), func(c *Config) {
+		limit(c, "alice", Limits{Containers: 2})
+		limit(c, "bob", Limits{RPM: 60})
+		c.Caps.Runs = 4
+		st, err := state.OpenDir(c.DataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		slow = newSlowContainers(st, "alice")
+		c.State = slow
+	})
+	// Let the count go before the server closes, which waits for it.
+	t.Cleanup(slow.let)
+	made := make(chan error, 1)
+	go func() {
+		client := ts.client(aliceKey)
+		_, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "counted slowly"})
+		made <- err
+	}()
+	select {
+	case <-slow.counting:
+	case <-time.After(time.Minute):
+		t.Fatal("alice's new container was never counted")
+	}
+
+	bob := ts.client(bobKey)
+	for _, tt := range []struct {
+		what string
+		do   func(context.Context) error
+	}{
+		{"bob's request under his rate", func(c context.Context) error {
+			_, err := bob.Files.List(c, openai.FileListParams{})
+			return err
+		}},
+		{"bob's turn under the server's cap", func(c context.Context) error {
+			r, err := bob.Responses.New(c, responses.ResponseNewParams{Model: "test-model",
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
+				Tools: []responses.ToolUnionParam{codeInterpreter()}})
+			if err == nil && r.OutputText() != "done" {
+				err = fmt.Errorf("answered %q", r.OutputText())
+			}
+			return err
+		}},
+	} {
+		c, cancel := context.WithTimeout(ctx(t), 30*time.Second)
+		err := tt.do(c)
+		cancel()
+		if err != nil {
+			t.Errorf("%s, while alice's container was being counted: %v", tt.what, err)
+		}
+	}
+
+	slow.let()
+	select {
+	case err := <-made:
+		if err != nil {
+			t.Errorf("alice's container, once counted: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("alice's container was not made once counted")
+	}
+}
+
+// slowContainers is a state whose count of one owner's containers waits
+// until the test lets it go.
+type slowContainers struct {
+	state.State
+	owner    string
+	counting chan struct{} // closed when the owner's containers are first asked for
+	release  chan struct{} // closed by let
+	entered  sync.Once
+	released sync.Once
+}
+
+func newSlowContainers(st state.State, owner string) *slowContainers {
+	return &slowContainers{State: st, owner: owner, counting: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *slowContainers) Containers(ctx context.Context, owner string) ([]state.Container, error) {
+	if owner == s.owner {
+		s.entered.Do(func() { close(s.counting) })
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.State.Containers(ctx, owner)
+}
+
+// let lets every count go, now and from now on.
+func (s *slowContainers) let() { s.released.Do(func() { close(s.release) }) }

@@ -23,8 +23,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,8 +142,8 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{}), lim: newLimiter(cfg),
-		keys: NewKeyring(cfg.Keys, cfg.NoAuth, cfg.LocalLimits)}
+	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{}), keys: NewKeyring(cfg.Keys, cfg.NoAuth, cfg.LocalLimits)}
+	s.lim = newLimiter(cfg.Caps, s.keys)
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if err := s.instrument(); err != nil {
 		return nil, err
@@ -317,6 +319,25 @@ func writeError(w http.ResponseWriter, status int, typ, code, message, param str
 	writeJSON(w, status, map[string]apiError{"error": e})
 }
 
+// answerRefusal answers a refusal as OpenAI answers its own: a 429's type
+// names what ran out and its code is rate_limit_exceeded, which the SDKs
+// retry after Retry-After (in seconds, rounded up, and in Retry-After-Ms)
+// unless X-Should-Retry says not to; a body over its size or too slow is an
+// invalid request, with a code that says which.
+func answerRefusal(w http.ResponseWriter, r *Refusal) {
+	if r.RetryAfter > 0 {
+		secs := int64(math.Ceil(r.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		ms := (r.RetryAfter + time.Millisecond - 1) / time.Millisecond
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64(ms), 10))
+	}
+	if r.Final {
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	f := failure(r)
+	writeError(w, f.status, f.typ, f.code, f.message, "")
+}
+
 // badRequest is a 400 naming the parameter that was wrong.
 func badRequest(w http.ResponseWriter, param, format string, a ...any) {
 	writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf(format, a...), param)
@@ -338,10 +359,10 @@ func serverError(w http.ResponseWriter, err error) {
 }
 
 // writeFailure answers a request that err ended, before anything else was
-// sent, with the status failure gives it.
+// sent, with the status failure gives it; a refusal with its Retry-After.
 func writeFailure(w http.ResponseWriter, err error) {
-	if limit := asLimit(err); limit != nil {
-		limit.answer(w)
+	if refusal := AsRefusal(err); refusal != nil {
+		answerRefusal(w, refusal)
 		return
 	}
 	f := failure(err)
@@ -359,7 +380,6 @@ type failed struct {
 // doing is a 4xx, the model server's a 4xx or 502 by what it said, and
 // anything else terp's own failure, a 500.
 func failure(err error) failed {
-	var limit *limitError
 	var perr *paramError
 	var input *conversation.InputError
 	var upstream *llm.Error
@@ -370,8 +390,17 @@ func failure(err error) failed {
 		return failed{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key", message: err.Error()}
 	case errors.As(err, &missing):
 		return failed{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found", message: missing.Error()}
-	case errors.As(err, &limit):
-		return failed{status: limit.status, typ: limit.typ, code: limit.code, message: limit.message}
+	case AsRefusal(err) != nil:
+		// OpenAI's rate limits name what ran out in the error's type.
+		r := AsRefusal(err)
+		f := failed{status: r.Status, typ: r.Kind, code: "rate_limit_exceeded", message: r.Message}
+		switch r.Kind {
+		case RefusedSize:
+			f.typ, f.code = "invalid_request_error", "request_too_large"
+		case RefusedTimeout:
+			f.typ, f.code = "invalid_request_error", "request_timeout"
+		}
+		return f
 	case errors.As(err, &perr) && perr.err == nil:
 		return failed{status: http.StatusBadRequest, typ: "invalid_request_error", message: perr.message, param: perr.param}
 	case errors.As(err, &input):
@@ -423,8 +452,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		err = json.Unmarshal(b, v)
 	}
 	if err != nil {
-		if limit := asLimit(err); limit != nil {
-			limit.answer(w)
+		if refusal := AsRefusal(err); refusal != nil {
+			answerRefusal(w, refusal)
 		} else {
 			badRequest(w, "", "the request body is not the JSON this endpoint takes: %v", err)
 		}
