@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -212,7 +213,10 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 }
 
 // boundedBody is a request body behind http.MaxBytesReader, whose error
-// it turns into the 413 that names the cap and its flag.
+// it turns into the 413 that names the cap and its flag; a body that came
+// too slowly for the server's read deadline (net/http reports a bare
+// deadline error) into a 408. Only here is a deadline the client's: one
+// from the sandbox or the state is terp's.
 type boundedBody struct {
 	io.ReadCloser
 	err error
@@ -221,8 +225,12 @@ type boundedBody struct {
 func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
+	switch {
+	case errors.As(err, &tooBig):
 		err = b.err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = &Refusal{Status: http.StatusRequestTimeout, Kind: RefusedTimeout,
+			Message: "the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again"}
 	}
 	return n, err
 }
@@ -350,23 +358,10 @@ func (s *Server) beginRun(ctx context.Context, owner string) (*run, error) {
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) (*run, bool) {
 	u, err := s.beginRun(r.Context(), ownerOf(r))
 	if err != nil {
-		answerCheck(w, err)
+		writeFailure(w, err)
 		return nil, false
 	}
 	return u, true
-}
-
-// answerCheck answers what a check of a limit failed with: a refusal as
-// OpenAI refuses, anything else as a failure of the server's. (Not by
-// AsRefusal: a state whose query ran out of time was not sent a body too
-// slowly.)
-func answerCheck(w http.ResponseWriter, err error) {
-	var refusal *Refusal
-	if errors.As(err, &refusal) {
-		answerRefusal(w, refusal)
-		return
-	}
-	serverError(w, err)
 }
 
 // takeRun holds a place under Caps.Runs, or refuses the turn at once.
@@ -431,7 +426,7 @@ func (s *Server) checkTokens(ctx context.Context, owner string) error {
 // request's key has tokens left today, and answers it when it has not.
 func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
 	if err := s.checkTokens(r.Context(), ownerOf(r)); err != nil {
-		answerCheck(w, err)
+		writeFailure(w, err)
 		return false
 	}
 	return true

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -385,7 +386,7 @@ func TestRefusalOpenAI(t *testing.T) {
 			`{"error":{"message":"too many turns","type":"runs","param":null,"code":"rate_limit_exceeded"}}`},
 		{"size", tooLarge("the upload", 4<<10, "--max-upload"), 413, http.Header{},
 			`{"error":{"message":"the upload is over 4.0 KiB, the most this server takes (terp serve --max-upload); send less","type":"invalid_request_error","param":null,"code":"request_too_large"}}`},
-		{"timeout", AsRefusal(fmt.Errorf("reading the body: %w", os.ErrDeadlineExceeded)), 408, http.Header{},
+		{"timeout", slowBody(), 408, http.Header{},
 			`{"error":{"message":"the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again","type":"invalid_request_error","param":null,"code":"request_timeout"}}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -746,3 +747,21 @@ func (s *slowContainers) Containers(ctx context.Context, owner string) ([]state.
 
 // let lets every count go, now and from now on.
 func (s *slowContainers) let() { s.released.Do(func() { close(s.release) }) }
+
+// slowBody is the refusal of a body that came slower than the server's
+// read deadline, as a handler reading it gets it.
+func slowBody() *Refusal {
+	b := &boundedBody{ReadCloser: io.NopCloser(iotest.ErrReader(fmt.Errorf("read tcp: %w", os.ErrDeadlineExceeded)))}
+	_, err := b.Read(make([]byte, 1))
+	return AsRefusal(err)
+}
+
+// A deadline that is not the client's body (the sandbox's, the state's)
+// is terp's failure, never a 408 that blames the client.
+func TestOtherDeadlinesAreNotTheClients(t *testing.T) {
+	w := httptest.NewRecorder()
+	writeFailure(w, fmt.Errorf("reading the container: %w", os.ErrDeadlineExceeded))
+	if w.Code != http.StatusInternalServerError {
+		t.Errorf("a state query past its deadline answered %d: %s", w.Code, w.Body)
+	}
+}

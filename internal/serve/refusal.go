@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/terpdev/terp/internal/config"
@@ -43,16 +42,11 @@ const (
 func (r *Refusal) Error() string { return r.Message }
 
 // AsRefusal is the refusal err is about, or nil: a limit's, a body over
-// its cap among them, or a body that came too slowly for the server's read
-// deadline, which net/http reports as a bare deadline error.
+// its cap or too slow among them (see boundedBody).
 func AsRefusal(err error) *Refusal {
 	var r *Refusal
-	switch {
-	case errors.As(err, &r):
+	if errors.As(err, &r) {
 		return r
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &Refusal{Status: http.StatusRequestTimeout, Kind: RefusedTimeout,
-			Message: "the request body came too slowly and the server stopped waiting for it (terp serve --body-timeout); send it again"}
 	}
 	return nil
 }
