@@ -148,16 +148,23 @@ func (s *Server) observeTurn(ctx context.Context, c *container, send func(agent.
 				s.cfg.Log.DebugContext(ctx, "code", "container", c.ID, "code", e.Code)
 			}
 		case agent.ToolOutput:
-			s.metrics.run(e)
-			attrs := []slog.Attr{slog.String("container", c.ID), slog.String("result", runResult(e)),
-				slog.Int("exit_code", e.ExitCode), slog.Duration("duration", e.Duration)}
-			if s.cfg.LogDebug {
-				attrs = append(attrs, slog.String("stdout", e.Stdout), slog.String("stderr", e.Stderr), slog.String("error", e.Error))
-			}
-			s.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "code run", attrs...)
+			s.observeRun(ctx, c, e)
 		}
 		send(e)
 	}
+}
+
+// observeRun counts and logs one run of code, a model's or a client's, as
+// it ends: its container, result, exit code and duration; its output only
+// with Config.LogDebug.
+func (s *Server) observeRun(ctx context.Context, c *container, e agent.ToolOutput) {
+	s.metrics.run(e)
+	attrs := []slog.Attr{slog.String("container", c.ID), slog.String("result", runResult(e)),
+		slog.Int("exit_code", e.ExitCode), slog.Duration("duration", e.Duration)}
+	if s.cfg.LogDebug {
+		attrs = append(attrs, slog.String("stdout", e.Stdout), slog.String("stderr", e.Stderr), slog.String("error", e.Error))
+	}
+	s.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "code run", attrs...)
 }
 
 // turnDone counts the tokens a finished turn used under the key's name,

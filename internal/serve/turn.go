@@ -9,6 +9,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/kernel"
 )
 
 // A model turn runs the same way whichever protocol asked for it: admitted
@@ -90,6 +91,37 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, mt modelTurn) {
 		mt.after(ctx, l.c, turn)
 	}
 	sink.answer(w)
+}
+
+// exec runs code a protocol's client wrote itself, with no model, in a
+// leased container: the one exec path of the protocols whose clients write
+// the code (Jupyter's kernels, LibreChat's code API, MCP's python tool). It
+// holds a place under Caps.Runs as a turn does (no tokens: no model is
+// asked), and is counted and logged as a turn's runs are. With onOutput
+// set, every byte the code prints reaches it, in order, while it runs
+// (kernel.WithAllOutput), for a protocol that streams output to its client.
+func (s *Server) exec(ctx context.Context, l *lease, code string, onOutput func(kernel.Output)) (conversation.RunResult, error) {
+	if refusal := s.lim.takeRun(); refusal != nil {
+		return conversation.RunResult{}, refusal
+	}
+	run := &run{s: s, owner: l.c.Owner}
+	defer run.done()
+	if onOutput != nil {
+		ctx = kernel.WithAllOutput(ctx, onOutput)
+	}
+	if s.cfg.LogDebug {
+		s.cfg.Log.DebugContext(ctx, "code", "container", l.c.ID, "code", code)
+	}
+	res, err := l.c.conv.Run(ctx, code)
+	out := agent.ToolOutput{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+		Notice: res.Notice, TimedOut: res.TimedOut, Duration: res.Duration}
+	if err != nil && !errors.Is(err, conversation.ErrBusy) {
+		out.Error = err.Error()
+	}
+	if !errors.Is(err, conversation.ErrBusy) {
+		s.observeRun(ctx, l.c, out)
+	}
+	return res, err
 }
 
 // sseWriter writes server-sent events, the one stream writer of every
