@@ -2,6 +2,9 @@ package serve
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -167,6 +170,11 @@ func TestReplicasShareContainers(t *testing.T) {
 	if err := shared.SaveContainer(ctx(t), rec); err != nil {
 		t.Fatal(err)
 	}
+	// An upload is not kept to be run again: it is to be sent again.
+	if got := postUpload(t, b.hs.URL+"/v1/containers/"+cntr+"/files", []byte("again")); got.StatusCode != http.StatusServiceUnavailable ||
+		!strings.Contains(got.body, "replica_unavailable") {
+		t.Errorf("an upload for a's container after a died: %d %s; want 503, send it again", got.StatusCode, got.body)
+	}
 	if got := ask(b, first.ID, "What does the note say?"); got.OutputText() != "the note says kept" {
 		t.Fatalf("after a died: %q", got.OutputText())
 	}
@@ -175,5 +183,79 @@ func TestReplicasShareContainers(t *testing.T) {
 	}
 	if rec, _ := shared.Container(ctx(t), "alice", cntr); rec.Replica != b.hs.URL {
 		t.Errorf("the record names %q, not b", rec.Replica)
+	}
+}
+
+// A chat completion that names a container open in another replica is
+// forwarded there whole: the model is asked the follow-up, Python has
+// kept its variables, and the container stays where it is open. An error
+// that replica answers is passed on, and leaves it the container's.
+func TestReplicasForwardChatCompletions(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 41\nprint(x)")),
+		answerFromTool("x is "),
+		// On b, forwarded to a.
+		func(req llmtest.Request) llmtest.Reply {
+			if !strings.Contains(req.LastUser(), "And x+1?") {
+				t.Errorf("the model was asked %q, not the follow-up", req.LastUser())
+			}
+			return llmtest.RunPython("print(x + 1)")
+		},
+		answerFromTool("x+1 is "),
+	)
+	reps, shared := newReplicas(t, s, 2)
+	a, b := reps[0], reps[1]
+	chat := func(r *replica, q string, opts ...option.RequestOption) (string, string, error) {
+		t.Helper()
+		var resp *http.Response
+		c := r.client(aliceKey)
+		got, err := c.Chat.Completions.New(ctx(t), openai.ChatCompletionNewParams{Model: "test-model",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(q)}},
+			append(opts, option.WithJSONSet("tools", []map[string]string{{"type": "code_interpreter"}}), option.WithResponseInto(&resp))...)
+		if err != nil {
+			return "", "", err
+		}
+		return got.Choices[0].Message.Content, resp.Header.Get(ContainerHeader), nil
+	}
+	answer, cntr, err := chat(a, "Set x.")
+	if err != nil || answer != "x is 41" || cntr == "" {
+		t.Fatalf("on a: %q in container %q, %v", answer, cntr, err)
+	}
+	answer, again, err := chat(b, "And x+1?", option.WithHeader(ContainerHeader, cntr))
+	if err != nil || answer != "x+1 is 42" || again != cntr {
+		t.Fatalf("through b: %q in container %q, %v", answer, again, err)
+	}
+	_, _, err = chat(b, " ", option.WithHeader(ContainerHeader, cntr))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, "the question is empty") {
+		t.Errorf("an empty question through b: %v; want a's 400", err)
+	}
+	if rec, err := shared.Container(ctx(t), "alice", cntr); err != nil || rec.Replica != a.hs.URL {
+		t.Errorf("the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
+	}
+	if b.srv.live(cntr) != nil || a.srv.live(cntr) == nil {
+		t.Error("the container moved to b instead of being forwarded to a")
+	}
+}
+
+// A body a handler read in part, or whole, is forwarded whole, as often
+// as it is asked for (a forward, then the run here when the replica did
+// not answer).
+func TestReplayableBodyIsWholeAgain(t *testing.T) {
+	srv := &Server{mux: http.NewServeMux()}
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model": "m"}`))
+	head := make([]byte, 5)
+	srv.replayable(r)
+	if _, err := io.ReadFull(r.Body, head); err != nil || string(head) != `{"mod` {
+		t.Fatalf("read %q, %v", head, err)
+	}
+	for range 2 {
+		again, _ := r.GetBody()
+		if b, err := io.ReadAll(again); err != nil || string(b) != `{"model": "m"}` {
+			t.Errorf("GetBody gave %q, %v", b, err)
+		}
+	}
+	if rest, _ := io.ReadAll(r.Body); string(rest) != `el": "m"}` {
+		t.Errorf("the handler's body went on with %q", rest)
 	}
 }
