@@ -77,7 +77,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec state.Conta
 		},
 		Transport:     s.cfg.Upstream.Transport,
 		FlushInterval: -1, // streams pass as they come
+		// Only a replica that did not answer is forgotten: an answer,
+		// errors too, passes on as it is, and a client that left, or
+		// whose body was refused, says nothing of the replica.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // nobody to answer
+			}
+			if limit := asLimit(err); limit != nil {
+				limit.answer(w)
+				return
+			}
 			s.cfg.Log.Warn("forwarding to replica", "container", rec.ID, "replica", rec.Replica, "error", err)
 			s.forget(r.Context(), rec)
 			if r.GetBody == nil && r.Body != nil && r.Body != http.NoBody {

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -34,8 +36,9 @@ type replica struct {
 }
 
 // newReplicas starts n servers sharing one state, one conversation store
-// and one sandbox backend (the one machine stands for remote sandboxes).
-func newReplicas(t *testing.T, s *llmtest.Server, n int) ([]*replica, state.State) {
+// and one sandbox backend (the one machine stands for remote sandboxes),
+// each with its Config changed by change.
+func newReplicas(t *testing.T, s *llmtest.Server, n int, change ...func(*Config)) ([]*replica, state.State) {
 	t.Helper()
 	dir := terptest.TempDir(t)
 	st, err := store.Open(filepath.Join(dir, "data"))
@@ -63,8 +66,12 @@ func newReplicas(t *testing.T, s *llmtest.Server, n int) ([]*replica, state.Stat
 		})
 		hs := httptest.NewUnstartedServer(nil)
 		hs.Start()
-		srv, err := New(Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
-			Keys: map[string]Key{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}})
+		sc := Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
+			Keys: map[string]Key{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+		for _, f := range change {
+			f(&sc)
+		}
+		srv, err := New(sc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,6 +242,81 @@ func TestReplicasForwardChatCompletions(t *testing.T) {
 	}
 	if b.srv.live(cntr) != nil || a.srv.live(cntr) == nil {
 		t.Error("the container moved to b instead of being forwarded to a")
+	}
+}
+
+// A client that gives up on a request forwarded to another replica, or
+// whose upload is refused on its way there, leaves the container to that
+// replica, which is alive: what the client did says nothing of it, and
+// the next request goes on in the container instead of finding it busy.
+func TestReplicasClientFailureKeepsTheReplica(t *testing.T) {
+	asked, release := make(chan struct{}), make(chan struct{})
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 41\nprint(x)")),
+		answerFromTool("x is "),
+		// Through b, given up on while the model thinks.
+		func(llmtest.Request) llmtest.Reply {
+			close(asked)
+			<-release
+			return llmtest.Answer("too late")
+		},
+		llmtest.Fixed(llmtest.RunPython("print(x + 1)")),
+		answerFromTool("x+1 is "),
+	)
+	// b refuses smaller uploads than a, so that its refusal, not a's
+	// answer, ends the forward.
+	n := 0
+	reps, shared := newReplicas(t, s, 2, func(c *Config) {
+		if n++; n == 2 {
+			c.Caps.Upload = 1 << 10
+		}
+	})
+	a, b := reps[0], reps[1]
+	tool := option.WithJSONSet("tools", []map[string]string{{"type": "code_interpreter"}})
+	params := func(q string) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{Model: "test-model", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(q)}}
+	}
+	var resp *http.Response
+	ac, bc := a.client(aliceKey), b.client(aliceKey)
+	if _, err := ac.Chat.Completions.New(ctx(t), params("Set x."), tool, option.WithResponseInto(&resp)); err != nil {
+		t.Fatal(err)
+	}
+	cntr := resp.Header.Get(ContainerHeader)
+
+	gaveUp, giveUp := context.WithCancel(ctx(t))
+	go func() { <-asked; giveUp() }()
+	if _, err := bc.Chat.Completions.New(gaveUp, params("Slow?"), tool, option.WithHeader(ContainerHeader, cntr)); !errors.Is(err, context.Canceled) {
+		t.Errorf("a request given up on: %v", err)
+	}
+	close(release)
+	if rec, err := shared.Container(ctx(t), "alice", cntr); err != nil || rec.Replica != a.hs.URL {
+		t.Errorf("after a client gave up, the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
+	}
+	// a ends the turn given up on; the container is busy until then.
+	deadline := time.Now().Add(time.Minute)
+	for c := a.srv.live(cntr); c != nil && !c.idle(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a did not end the turn given up on")
+		}
+	}
+
+	answer, err := bc.Chat.Completions.New(ctx(t), params("And x+1?"), tool, option.WithHeader(ContainerHeader, cntr))
+	if err != nil || answer.Choices[0].Message.Content != "x+1 is 42" {
+		t.Fatalf("the next request through b: %v", err)
+	}
+
+	// In another container: a is busy with the upload cut short for a
+	// moment.
+	other, err := ac.Containers.New(ctx(t), openai.ContainerNewParams{Name: "on a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := postUpload(t, b.hs.URL+"/v1/containers/"+other.ID+"/files", bytes.Repeat([]byte("x"), 2<<20))
+	if got.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("an upload over b's cap: %d %s; want 413", got.StatusCode, got.body)
+	}
+	if rec, err := shared.Container(ctx(t), "alice", other.ID); err != nil || rec.Replica != a.hs.URL {
+		t.Errorf("after an upload was refused, the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
 	}
 }
 
