@@ -435,9 +435,9 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 		tr.cont = c
 	} else {
 		for _, id := range auto.FileIDs {
-			f, err := s.state.File(ctx, owner, id)
-			if err != nil {
-				return nil, badParam("tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
+			f, perr := s.storedFile(ctx, owner, id, "tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
+			if perr != nil {
+				return nil, perr
 			}
 			tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
 		}
@@ -533,9 +533,9 @@ func (s *Server) readInput(ctx context.Context, owner string, raw json.RawMessag
 // inputFile is an input_file part: an uploaded file by id, or inline data.
 func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param string) (namedFile, *paramError) {
 	if p.FileID != "" {
-		f, err := s.state.File(ctx, owner, p.FileID)
-		if err != nil {
-			return namedFile{}, badParam(param+".file_id", fmt.Sprintf("no file found with id '%s'", p.FileID))
+		f, perr := s.storedFile(ctx, owner, p.FileID, param+".file_id", fmt.Sprintf("no file found with id '%s'", p.FileID))
+		if perr != nil {
+			return namedFile{}, perr
 		}
 		return namedFile{name: f.Filename, file: &f}, nil
 	}
