@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -195,4 +196,15 @@ func stateError(w http.ResponseWriter, err error, kind, id string) {
 		return
 	}
 	serverError(w, err)
+}
+
+// isImage says whether the file at p is shown as an image: in a chat
+// completion's answer, and in a response's code_interpreter_call outputs.
+// One list, so that both APIs show the same files.
+func isImage(p string) bool {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp":
+		return true
+	}
+	return false
 }

@@ -707,7 +707,7 @@ func (b *outputBuilder) codeOutputs(e agent.ToolOutput) []codeOutput {
 	}
 	out := []codeOutput{{Type: "logs", Logs: logs}}
 	for _, f := range e.Files {
-		if ext := strings.ToLower(path.Ext(f)); ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".gif" || ext == ".svg" {
+		if isImage(f) {
 			id := b.fileID(f)
 			out = append(out, codeOutput{Type: "image", URL: fmt.Sprintf("%s/v1/containers/%s/files/%s/content", b.baseURL, b.container.ID, id)})
 		}
