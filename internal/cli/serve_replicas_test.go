@@ -8,16 +8,18 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/postgres/pgtest"
+	"github.com/terpdev/terp/internal/serve"
 )
 
 // Two gateway processes share one PostgreSQL database and one `terp
 // sandbox serve`, as replicas behind a load balancer do: a conversation
-// begun on one goes on through the other (forwarded, so Python keeps its
-// variables), and when the first is killed mid-run the second takes the
+// begun on one goes on through the other, by a response or a chat
+// completion (forwarded, so Python keeps its variables), and when the first is killed mid-run the second takes the
 // container over with its files and history.
 func TestServeReplicasOnPostgres(t *testing.T) {
 	db := pgtest.URL(t)
@@ -35,6 +37,17 @@ func TestServeReplicasOnPostgres(t *testing.T) {
 		func(req llmtest.Request) llmtest.Reply {
 			res, _ := req.ToolResult()
 			return llmtest.Answer("x+1 is " + strings.TrimSpace(res.Stdout))
+		},
+		// A chat completion in the container, sent to b, run in a.
+		func(req llmtest.Request) llmtest.Reply {
+			if !strings.Contains(req.LastUser(), "And x+2?") {
+				t.Errorf("the forwarded chat completion asked %q, not its question", req.LastUser())
+			}
+			return llmtest.RunPython("print(x + 2)")
+		},
+		func(req llmtest.Request) llmtest.Reply {
+			res, _ := req.ToolResult()
+			return llmtest.Answer("x+2 is " + strings.TrimSpace(res.Stdout))
 		},
 		// The run a's SIGKILL interrupts.
 		llmtest.Fixed(llmtest.RunPython("import time\nprint('started', flush=True)\ntime.sleep(600)")),
@@ -77,17 +90,29 @@ func TestServeReplicasOnPostgres(t *testing.T) {
 	}
 	cntr := first.Output[0].AsCodeInterpreterCall().ContainerID
 	second, err := ask(b, first.ID, "And x+1?")
-	if err != nil || second.OutputText() != "x+1 is 42" {
-		t.Fatalf("on the other replica: %v %q\na:\n%s\nb:\n%s", err, second.OutputText(), a.log, b.log)
+	if err != nil {
+		t.Fatalf("on the other replica: %v\na:\n%s\nb:\n%s", err, a.log, b.log)
+	}
+	if second.OutputText() != "x+1 is 42" {
+		t.Fatalf("on the other replica: %q", second.OutputText())
 	}
 	bc := b.client()
 	if _, err := bc.Containers.Get(ctx, cntr); err != nil {
 		t.Fatalf("the other replica does not know the container: %v", err)
 	}
+	chat, err := bc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "test-model",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("And x+2?")}},
+		option.WithJSONSet("tools", []map[string]string{{"type": "code_interpreter"}}), option.WithHeader(serve.ContainerHeader, cntr))
+	if err != nil {
+		t.Fatalf("a chat completion in the container, on the other replica: %v\na:\n%s\nb:\n%s", err, a.log, b.log)
+	}
+	if got := chat.Choices[0].Message.Content; got != "x+2 is 43" {
+		t.Fatalf("a chat completion in the container, on the other replica: %q", got)
+	}
 
 	running := make(chan error, 1)
 	go func() { _, err := ask(a, second.ID, "Wait."); running <- err }()
-	waitFor(t, func() bool { return len(s.Requests()) >= 5 }, "the model to be asked for the long run")
+	waitFor(t, func() bool { return len(s.Requests()) >= 7 }, "the model to be asked for the long run")
 	time.Sleep(500 * time.Millisecond) // let the run start
 	_ = a.stop(t, syscall.SIGKILL)
 	if err := <-running; err == nil {

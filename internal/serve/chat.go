@@ -493,14 +493,6 @@ func (ct *chatTurn) links(res agent.Result) string {
 // markdownEscaper keeps a file name from closing its link's text.
 var markdownEscaper = strings.NewReplacer(`\`, `\\`, `[`, `\[`, `]`, `\]`)
 
-func isImage(p string) bool {
-	switch strings.ToLower(path.Ext(p)) {
-	case ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp":
-		return true
-	}
-	return false
-}
-
 // stepOutput is what a run printed and what happened to it, as one text.
 func stepOutput(e agent.ToolOutput) string {
 	var parts []string

@@ -258,9 +258,9 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 	defer made(nil)
 	var files []state.File
 	for _, id := range opts.FileIDs {
-		f, err := s.state.File(ctx, owner, id)
-		if err != nil {
-			return nil, badParam("file_ids", fmt.Sprintf("no file found with id '%s'", id))
+		f, perr := s.storedFile(ctx, owner, id, "file_ids", fmt.Sprintf("no file found with id '%s'", id))
+		if perr != nil {
+			return nil, perr
 		}
 		files = append(files, f)
 	}
@@ -700,9 +700,10 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 			if !decode(w, r, &req) {
 				return
 			}
-			f, ferr := s.state.File(r.Context(), ownerOf(r), req.FileID)
-			if ferr != nil {
-				badRequest(w, "file_id", "no file found with id '%s'; upload it with POST /v1/files, or send the file itself as multipart/form-data", req.FileID)
+			f, perr := s.storedFile(r.Context(), ownerOf(r), req.FileID, "file_id",
+				fmt.Sprintf("no file found with id '%s'; upload it with POST /v1/files, or send the file itself as multipart/form-data", req.FileID))
+			if perr != nil {
+				perr.answer(w)
 				return
 			}
 			if err = s.putFile(r.Context(), c, f); err == nil {

@@ -1,12 +1,14 @@
 package serve
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -87,17 +89,53 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request) {
 		purpose = "user_data"
 	}
 	f := state.File{ID: newID("file-"), Owner: ownerOf(r), Filename: name, Purpose: purpose, CreatedAt: time.Now()}
-	f, err := s.state.PutFile(r.Context(), f, body, s.lim.caps.Upload)
+	upload := &readError{r: body}
+	f, err := s.state.PutFile(r.Context(), f, upload, s.lim.caps.Upload)
 	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, fileObjectOf(f))
+	case upload.err != nil && AsRefusal(upload.err) != nil: // too large, or too slow
+		answerRefusal(w, AsRefusal(upload.err))
+	case upload.err != nil:
+		badRequest(w, "file", "cannot read the upload: %v", upload.err)
 	case errors.Is(err, state.ErrTooLarge):
 		answerRefusal(w, tooLarge("the file", s.lim.caps.Upload, "--max-upload"))
-	case AsRefusal(err) != nil:
-		answerRefusal(w, AsRefusal(err))
-	case err != nil:
-		badRequest(w, "file", "cannot store the file: %v", err)
 	default:
-		writeJSON(w, http.StatusOK, fileObjectOf(f))
+		s.cfg.Log.WarnContext(r.Context(), "storing a file", "file", f.ID, "error", err)
+		serverError(w, fmt.Errorf("cannot store file %s: %v", f.ID, err))
 	}
+}
+
+// readError remembers the error reading an upload ended with, which is
+// the client's (cut short, too large, too slow); the state's failing to
+// store what was read is terp's.
+type readError struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readError) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.err = err
+	}
+	return n, err
+}
+
+// storedFile is owner's stored file id, which a request names as param.
+// One that is not there (or is another key's) is the client's mistake,
+// answered 400 with notThere; any other failure is terp's own, answered
+// 500 with its cause (told, not classified again: %v), and logged.
+func (s *Server) storedFile(ctx context.Context, owner, id, param, notThere string) (state.File, *paramError) {
+	f, err := s.state.File(ctx, owner, id)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return f, badParam(param, notThere)
+	case err != nil:
+		s.cfg.Log.WarnContext(ctx, "reading a stored file", "file", id, "error", err)
+		return f, &paramError{err: fmt.Errorf("cannot read file %s: %v", id, err)}
+	}
+	return f, nil
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
@@ -158,4 +196,15 @@ func stateError(w http.ResponseWriter, err error, kind, id string) {
 		return
 	}
 	serverError(w, err)
+}
+
+// isImage says whether the file at p is shown as an image: in a chat
+// completion's answer, and in a response's code_interpreter_call outputs.
+// One list, so that both APIs show the same files.
+func isImage(p string) bool {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp":
+		return true
+	}
+	return false
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
+	"sync"
 
 	"github.com/terpdev/terp/internal/serve/state"
 )
@@ -59,8 +62,8 @@ func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, err error) bo
 // forward sends r on to the replica rec's container is open in, and its
 // answer back as it comes. A replica that does not answer is forgotten as
 // the container's: the request is then run here, if its body can be read
-// again (a JSON body can; an upload cannot, and is answered 503, to be
-// sent again).
+// again (any but an upload's can, see replayable; an upload is answered
+// 503, to be sent again).
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec state.Container) {
 	target, err := url.Parse(rec.Replica)
 	if err != nil || target.Scheme == "" || target.Host == "" {
@@ -74,7 +77,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec state.Conta
 		},
 		Transport:     s.cfg.Upstream.Transport,
 		FlushInterval: -1, // streams pass as they come
+		// Only a replica that did not answer is forgotten: an answer,
+		// errors too, passes on as it is, and a client that left, or
+		// whose body was refused, says nothing of the replica.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // nobody to answer
+			}
+			if refusal := AsRefusal(err); refusal != nil {
+				answerRefusal(w, refusal)
+				return
+			}
 			s.cfg.Log.Warn("forwarding to replica", "container", rec.ID, "replica", rec.Replica, "error", err)
 			s.forget(r.Context(), rec)
 			if r.GetBody == nil && r.Body != nil && r.Body != http.NoBody {
@@ -118,3 +131,61 @@ func (s *Server) replicaName() string {
 	}
 	return "self"
 }
+
+// replayable makes r's body readable again from its start, through
+// GetBody, however much a handler read of it: what was read is kept, then
+// the rest comes as it is read. The forwarder owns this, so that a handler
+// may read its body any way it likes and still have the request forwarded
+// whole to the replica its container is open in, or run here when that
+// replica is gone. The body is already bounded (admit, Caps.Request), and
+// so is what is kept. An upload is left as it is, unkept: its forward to a
+// replica that does not answer is refused, to be sent again.
+func (s *Server) replayable(r *http.Request, rt *route) {
+	if rt.upload(r) || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	b := &replayBody{src: r.Body}
+	r.Body = &replayReader{b: b}
+	r.GetBody = func() (io.ReadCloser, error) { return &replayReader{b: b}, nil }
+}
+
+// replayBody is a request body with what was read of it so far. Its
+// readers may be in different goroutines: a proxy's transport sends the
+// body while the handler that started it waits.
+type replayBody struct {
+	mu   sync.Mutex
+	src  io.Reader
+	kept []byte
+	err  error // src's, once it failed or ended
+}
+
+// replayReader reads a replayBody from its start.
+type replayReader struct {
+	b   *replayBody
+	off int
+}
+
+func (r *replayReader) Read(p []byte) (int, error) {
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.off == len(b.kept) && b.err == nil && len(p) > 0 {
+		end := len(b.kept)
+		b.kept = slices.Grow(b.kept, len(p))
+		n, err := b.src.Read(b.kept[end : end+len(p)])
+		b.kept, b.err = b.kept[:end+n], err
+	}
+	if r.off < len(b.kept) {
+		n := copy(p, b.kept[r.off:])
+		r.off += n
+		return n, nil
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return 0, nil
+}
+
+// Close leaves the body to net/http, which closes it when the request is
+// done: a reader the proxy's transport closes must not end the others.
+func (r *replayReader) Close() error { return nil }

@@ -73,7 +73,12 @@ type Credential func(r *http.Request) string
 
 // Bearer is the credential of an Authorization: Bearer header, where the
 // OpenAI SDKs send their key.
+// A header without the scheme carries no credential: a key sent bare is
+// refused, never taken.
 func Bearer(r *http.Request) string {
-	key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
 	return key
 }

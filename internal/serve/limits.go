@@ -174,7 +174,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string, rt 
 		return nil, false
 	}
 	limit, refusal := l.caps.Request, tooLarge("the request body", l.caps.Request, "--max-request-size")
-	if rt.Upload && r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+	if rt.upload(r) {
 		limit, refusal = l.caps.Upload+uploadSlack, tooLarge("the upload", l.caps.Upload, "--max-upload")
 	}
 	if r.ContentLength > limit {

@@ -1,11 +1,16 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -31,8 +36,9 @@ type replica struct {
 }
 
 // newReplicas starts n servers sharing one state, one conversation store
-// and one sandbox backend (the one machine stands for remote sandboxes).
-func newReplicas(t *testing.T, s *llmtest.Server, n int) ([]*replica, state.State) {
+// and one sandbox backend (the one machine stands for remote sandboxes),
+// each with its Config changed by change.
+func newReplicas(t *testing.T, s *llmtest.Server, n int, change ...func(*Config)) ([]*replica, state.State) {
 	t.Helper()
 	dir := terptest.TempDir(t)
 	st, err := store.Open(filepath.Join(dir, "data"))
@@ -60,8 +66,12 @@ func newReplicas(t *testing.T, s *llmtest.Server, n int) ([]*replica, state.Stat
 		})
 		hs := httptest.NewUnstartedServer(nil)
 		hs.Start()
-		srv, err := New(Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
-			Keys: map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}})
+		sc := Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
+			Keys: map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+		for _, f := range change {
+			f(&sc)
+		}
+		srv, err := New(sc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,6 +177,11 @@ func TestReplicasShareContainers(t *testing.T) {
 	if err := shared.SaveContainer(ctx(t), rec); err != nil {
 		t.Fatal(err)
 	}
+	// An upload is not kept to be run again: it is to be sent again.
+	if got := postUpload(t, b.hs.URL+"/v1/containers/"+cntr+"/files", []byte("again")); got.StatusCode != http.StatusServiceUnavailable ||
+		!strings.Contains(got.body, "replica_unavailable") {
+		t.Errorf("an upload for a's container after a died: %d %s; want 503, send it again", got.StatusCode, got.body)
+	}
 	if got := ask(b, first.ID, "What does the note say?"); got.OutputText() != "the note says kept" {
 		t.Fatalf("after a died: %q", got.OutputText())
 	}
@@ -175,5 +190,159 @@ func TestReplicasShareContainers(t *testing.T) {
 	}
 	if rec, _ := shared.Container(ctx(t), "alice", cntr); rec.Replica != b.hs.URL {
 		t.Errorf("the record names %q, not b", rec.Replica)
+	}
+}
+
+// A chat completion that names a container open in another replica is
+// forwarded there whole: the model is asked the follow-up, Python has
+// kept its variables, and the container stays where it is open. An error
+// that replica answers is passed on, and leaves it the container's.
+func TestReplicasForwardChatCompletions(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 41\nprint(x)")),
+		answerFromTool("x is "),
+		// On b, forwarded to a.
+		func(req llmtest.Request) llmtest.Reply {
+			if !strings.Contains(req.LastUser(), "And x+1?") {
+				t.Errorf("the model was asked %q, not the follow-up", req.LastUser())
+			}
+			return llmtest.RunPython("print(x + 1)")
+		},
+		answerFromTool("x+1 is "),
+	)
+	reps, shared := newReplicas(t, s, 2)
+	a, b := reps[0], reps[1]
+	chat := func(r *replica, q string, opts ...option.RequestOption) (string, string, error) {
+		t.Helper()
+		var resp *http.Response
+		c := r.client(aliceKey)
+		got, err := c.Chat.Completions.New(ctx(t), openai.ChatCompletionNewParams{Model: "test-model",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(q)}},
+			append(opts, option.WithJSONSet("tools", []map[string]string{{"type": "code_interpreter"}}), option.WithResponseInto(&resp))...)
+		if err != nil {
+			return "", "", err
+		}
+		return got.Choices[0].Message.Content, resp.Header.Get(ContainerHeader), nil
+	}
+	answer, cntr, err := chat(a, "Set x.")
+	if err != nil || answer != "x is 41" || cntr == "" {
+		t.Fatalf("on a: %q in container %q, %v", answer, cntr, err)
+	}
+	answer, again, err := chat(b, "And x+1?", option.WithHeader(ContainerHeader, cntr))
+	if err != nil || answer != "x+1 is 42" || again != cntr {
+		t.Fatalf("through b: %q in container %q, %v", answer, again, err)
+	}
+	_, _, err = chat(b, " ", option.WithHeader(ContainerHeader, cntr))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, "the question is empty") {
+		t.Errorf("an empty question through b: %v; want a's 400", err)
+	}
+	if rec, err := shared.Container(ctx(t), "alice", cntr); err != nil || rec.Replica != a.hs.URL {
+		t.Errorf("the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
+	}
+	if b.srv.live(cntr) != nil || a.srv.live(cntr) == nil {
+		t.Error("the container moved to b instead of being forwarded to a")
+	}
+}
+
+// A client that gives up on a request forwarded to another replica, or
+// whose upload is refused on its way there, leaves the container to that
+// replica, which is alive: what the client did says nothing of it, and
+// the next request goes on in the container instead of finding it busy.
+func TestReplicasClientFailureKeepsTheReplica(t *testing.T) {
+	asked, release := make(chan struct{}), make(chan struct{})
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("x = 41\nprint(x)")),
+		answerFromTool("x is "),
+		// Through b, given up on while the model thinks.
+		func(llmtest.Request) llmtest.Reply {
+			close(asked)
+			<-release
+			return llmtest.Answer("too late")
+		},
+		llmtest.Fixed(llmtest.RunPython("print(x + 1)")),
+		answerFromTool("x+1 is "),
+	)
+	// b refuses smaller uploads than a, so that its refusal, not a's
+	// answer, ends the forward.
+	n := 0
+	reps, shared := newReplicas(t, s, 2, func(c *Config) {
+		if n++; n == 2 {
+			c.Caps.Upload = 1 << 10
+		}
+	})
+	a, b := reps[0], reps[1]
+	tool := option.WithJSONSet("tools", []map[string]string{{"type": "code_interpreter"}})
+	params := func(q string) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{Model: "test-model", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(q)}}
+	}
+	var resp *http.Response
+	ac, bc := a.client(aliceKey), b.client(aliceKey)
+	if _, err := ac.Chat.Completions.New(ctx(t), params("Set x."), tool, option.WithResponseInto(&resp)); err != nil {
+		t.Fatal(err)
+	}
+	cntr := resp.Header.Get(ContainerHeader)
+
+	gaveUp, giveUp := context.WithCancel(ctx(t))
+	go func() { <-asked; giveUp() }()
+	if _, err := bc.Chat.Completions.New(gaveUp, params("Slow?"), tool, option.WithHeader(ContainerHeader, cntr)); !errors.Is(err, context.Canceled) {
+		t.Errorf("a request given up on: %v", err)
+	}
+	close(release)
+	if rec, err := shared.Container(ctx(t), "alice", cntr); err != nil || rec.Replica != a.hs.URL {
+		t.Errorf("after a client gave up, the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
+	}
+	// a ends the turn given up on; the container is busy until then.
+	deadline := time.Now().Add(time.Minute)
+	leased := func(c *container) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.busy > 0
+	}
+	for c := a.srv.live(cntr); c != nil && leased(c); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a did not end the turn given up on")
+		}
+	}
+
+	answer, err := bc.Chat.Completions.New(ctx(t), params("And x+1?"), tool, option.WithHeader(ContainerHeader, cntr))
+	if err != nil || answer.Choices[0].Message.Content != "x+1 is 42" {
+		t.Fatalf("the next request through b: %v", err)
+	}
+
+	// In another container: a is busy with the upload cut short for a
+	// moment.
+	other, err := ac.Containers.New(ctx(t), openai.ContainerNewParams{Name: "on a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := postUpload(t, b.hs.URL+"/v1/containers/"+other.ID+"/files", bytes.Repeat([]byte("x"), 2<<20))
+	if got.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("an upload over b's cap: %d %s; want 413", got.StatusCode, got.body)
+	}
+	if rec, err := shared.Container(ctx(t), "alice", other.ID); err != nil || rec.Replica != a.hs.URL {
+		t.Errorf("after an upload was refused, the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
+	}
+}
+
+// A body a handler read in part, or whole, is forwarded whole, as often
+// as it is asked for (a forward, then the run here when the replica did
+// not answer).
+func TestReplayableBodyIsWholeAgain(t *testing.T) {
+	srv := &Server{mux: http.NewServeMux()}
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model": "m"}`))
+	head := make([]byte, 5)
+	srv.replayable(r, &route{})
+	if _, err := io.ReadFull(r.Body, head); err != nil || string(head) != `{"mod` {
+		t.Fatalf("read %q, %v", head, err)
+	}
+	for range 2 {
+		again, _ := r.GetBody()
+		if b, err := io.ReadAll(again); err != nil || string(b) != `{"model": "m"}` {
+			t.Errorf("GetBody gave %q, %v", b, err)
+		}
+	}
+	if rest, _ := io.ReadAll(r.Body); string(rest) != `el": "m"}` {
+		t.Errorf("the handler's body went on with %q", rest)
 	}
 }

@@ -414,9 +414,9 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 		return tr, nil
 	}
 	for _, id := range auto.FileIDs {
-		f, err := s.state.File(ctx, owner, id)
-		if err != nil {
-			return nil, badParam("tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
+		f, perr := s.storedFile(ctx, owner, id, "tools.container.file_ids", fmt.Sprintf("no file found with id '%s'", id))
+		if perr != nil {
+			return nil, perr
 		}
 		tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
 	}
@@ -519,9 +519,9 @@ func (s *Server) readInput(ctx context.Context, owner string, raw json.RawMessag
 // inputFile is an input_file part: an uploaded file by id, or inline data.
 func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param string) (namedFile, *paramError) {
 	if p.FileID != "" {
-		f, err := s.state.File(ctx, owner, p.FileID)
-		if err != nil {
-			return namedFile{}, badParam(param+".file_id", fmt.Sprintf("no file found with id '%s'", p.FileID))
+		f, perr := s.storedFile(ctx, owner, p.FileID, param+".file_id", fmt.Sprintf("no file found with id '%s'", p.FileID))
+		if perr != nil {
+			return namedFile{}, perr
 		}
 		return namedFile{name: f.Filename, file: &f}, nil
 	}
@@ -710,7 +710,7 @@ func (b *outputBuilder) codeOutputs(e agent.ToolOutput) []codeOutput {
 	}
 	out := []codeOutput{{Type: "logs", Logs: logs}}
 	for _, f := range e.Files {
-		if ext := strings.ToLower(path.Ext(f)); ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".gif" || ext == ".svg" {
+		if isImage(f) {
 			id := b.fileID(f)
 			out = append(out, codeOutput{Type: "image", URL: fmt.Sprintf("%s/v1/containers/%s/files/%s/content", b.baseURL, b.container.ID, id)})
 		}

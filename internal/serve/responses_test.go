@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -344,6 +345,56 @@ func TestResponsesFilesAndCitations(t *testing.T) {
 	defer content.Body.Close()
 	if b, _ := io.ReadAll(content.Body); string(b) != "revenue\n200\n500\n" {
 		t.Errorf("double.csv holds %q", b)
+	}
+}
+
+// An image the code saved is shown in the call's outputs and cited,
+// whatever its kind: a .webp as a .png.
+func TestResponsesImagesTheCodeSaved(t *testing.T) {
+	s := llmtest.New(t,
+		llmtest.Fixed(llmtest.RunPython("for name in ('chart.png', 'chart.webp'):\n    open('/work/' + name, 'wb').write(b'image')\nprint('saved')")),
+		llmtest.Fixed(llmtest.Answer("See chart.png and chart.webp.")))
+	ts := newTestServer(t, s)
+	client := ts.client(aliceKey)
+	resp, err := client.Responses.New(ctx(t), responses.ResponseNewParams{
+		Model:   "test-model",
+		Input:   responses.ResponseNewParamsInputUnion{OfString: openai.String("Draw it twice.")},
+		Tools:   []responses.ToolUnionParam{codeInterpreter()},
+		Include: []responses.ResponseIncludable{responses.ResponseIncludableCodeInterpreterCallOutputs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{}
+	cited := map[string]string{} // file id: name
+	for _, item := range resp.Output {
+		switch item.Type {
+		case "code_interpreter_call":
+			for _, o := range item.AsCodeInterpreterCall().Outputs {
+				if o.Type == "image" {
+					shown[path.Base(path.Dir(o.AsImage().URL))] = true // .../files/ID/content
+				}
+			}
+		case "message":
+			for _, part := range item.AsMessage().Content {
+				for _, a := range part.Annotations {
+					if a.Type == "container_file_citation" {
+						cited[a.FileID] = a.Filename
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{"chart.png", "chart.webp"} {
+		id := ""
+		for fid, n := range cited {
+			if n == name {
+				id = fid
+			}
+		}
+		if id == "" || !shown[id] {
+			t.Errorf("%s: cited as %q, shown as an image %v; want both (citations %v, images %v)", name, id, shown[id], cited, shown)
+		}
 	}
 }
 

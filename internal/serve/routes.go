@@ -3,6 +3,7 @@ package serve
 import (
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Route is one endpoint a protocol serves, with what the host must know of
@@ -53,6 +54,12 @@ func (e *UnauthorizedError) Error() string {
 type route struct {
 	Route
 	proto *Protocol
+}
+
+// upload reports whether r uploads a file to rt: multipart, to a route
+// that takes files.
+func (rt *route) upload(r *http.Request) bool {
+	return rt.Upload && r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/")
 }
 
 // Register serves p's routes; call it before the server serves a request.

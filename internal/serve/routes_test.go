@@ -126,6 +126,13 @@ func TestKeyringLookup(t *testing.T) {
 			t.Errorf("Lookup(%q) = %q, %v; want %q, %v", tc.credential, p.Name, ok, tc.want, tc.ok)
 		}
 	}
+	for header, want := range map[string]string{"Bearer k1": "k1", "k1": "", "bearer k1": "", "Basic k1": "", "": ""} {
+		r, _ := http.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", header)
+		if got := Bearer(r); got != want {
+			t.Errorf("Bearer of Authorization %q = %q; want %q", header, got, want)
+		}
+	}
 	if ring.limits("alice").RPM != 3 {
 		t.Errorf("alice's limits were not kept: %+v", ring.limits("alice"))
 	}

@@ -16,7 +16,6 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,6 +176,7 @@ func (s *Server) Handler() http.Handler {
 			rctx = context.WithValue(rctx, forwardedKey{}, true)
 		}
 		if r, ok := s.admit(w, r, p.Name, rt); ok {
+			s.replayable(r, rt)
 			s.mux.ServeHTTP(w, r.WithContext(rctx))
 		}
 	}))
@@ -441,13 +441,9 @@ const maxBody = 8 << 20
 
 // decode reads a JSON request body into v, refusing what is not JSON or is
 // too large (Handler bounds every body), with a message that says so.
-//
-// The body is kept in r.Body, read again from the start, so that a request
-// for a container open in another replica can be forwarded there.
+// Handler keeps the body for a forward (replayable).
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	b, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	if err == nil {
 		err = json.Unmarshal(b, v)
 	}
