@@ -161,12 +161,14 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 	}
 	owner, id := ownerOf(r), newID("chatcmpl-")
 	named := r.Header.Get(ContainerHeader)
+	question, perr := chatQuestion(req.Messages, named != "")
+	if perr != nil {
+		perr.answer(w)
+		return
+	}
 	s.runTurn(w, r, modelTurn{
 		open: func(ctx context.Context) (*lease, error) {
 			if named == "" {
-				if _, perr := chatQuestion(req.Messages, false); perr != nil {
-					return nil, perr
-				}
 				l, perr := s.newContainer(ctx, owner, containerOptions{})
 				if perr != nil {
 					return nil, perr
@@ -180,10 +182,6 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 			return l, err
 		},
 		ready: func(ctx context.Context, c *container) (conversation.TurnRequest, turnSink, error) {
-			question, perr := chatQuestion(req.Messages, named != "")
-			if perr != nil {
-				return conversation.TurnRequest{}, nil, perr
-			}
 			if req.Model == "" { // and so model too: the container's goes on
 				req.Model = c.conv.Info().Model
 			}
