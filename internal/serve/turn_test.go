@@ -71,13 +71,13 @@ func TestExecPathStreamsEveryByte(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { resp.Body.Close() })
 		return resp
 	}
 
 	// 50,000 lines, far past what a model is shown of a run.
 	const lines = 50000
 	resp := post(aliceKey, made.ID, fmt.Sprintf("for i in range(%d):\n    print('line', i)", lines))
+	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	n := 0
 	for sc.Scan() {
@@ -104,8 +104,10 @@ func TestExecPathStreamsEveryByte(t *testing.T) {
 	}
 
 	// Another key cannot run code in alice's container.
-	if resp := post(bobKey, made.ID, "print('mine now')"); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("bob ran code in alice's container: %d", resp.StatusCode)
+	bob := post(bobKey, made.ID, "print('mine now')")
+	bob.Body.Close()
+	if bob.StatusCode != http.StatusNotFound {
+		t.Errorf("bob ran code in alice's container: %d", bob.StatusCode)
 	}
 
 	// With the run cap held, a run is refused at once, as a turn is.
@@ -113,9 +115,11 @@ func TestExecPathStreamsEveryByte(t *testing.T) {
 	if held != nil {
 		t.Fatal(held)
 	}
-	resp = post(aliceKey, made.ID, "print(1)")
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"runs"`) {
-		t.Errorf("a run over the run cap: %d %s; want 429 runs", resp.StatusCode, b)
+	capped := post(aliceKey, made.ID, "print(1)")
+	b, _ := io.ReadAll(capped.Body)
+	capped.Body.Close()
+	if capped.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"runs"`) {
+		t.Errorf("a run over the run cap: %d %s; want 429 runs", capped.StatusCode, b)
 	}
 	(&run{s: ts.srv}).done()
 }
