@@ -64,6 +64,7 @@ func BenchmarkGateway(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			srv.RegisterOpenAI()
 			hs := httptest.NewServer(srv.Handler())
 			defer func() { hs.Close(); srv.Close(context.Background()) }()
 			prev := ""

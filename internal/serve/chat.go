@@ -159,7 +159,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		badRequest(w, "terp_steps", "terp_steps is one of %s, not %q", strings.Join(StepsModes, ", "), steps)
 		return
 	}
-	owner, id := ownerOf(r), newID("chatcmpl-")
+	owner, id := Owner(r), newID("chatcmpl-")
 	named := r.Header.Get(ContainerHeader)
 	question, perr := chatQuestion(req.Messages, named != "")
 	if perr != nil {
@@ -167,7 +167,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		return
 	}
 	s.runTurn(w, r, modelTurn{
-		open: func(ctx context.Context) (*lease, error) {
+		open: func(ctx context.Context) (*Lease, error) {
 			if named == "" {
 				l, perr := s.newContainer(ctx, owner, containerOptions{})
 				if perr != nil {
@@ -175,13 +175,13 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 				}
 				return l, nil
 			}
-			l, err := s.acquire(ctx, owner, named)
+			l, err := s.Acquire(ctx, owner, named)
 			if err == nil && l == nil {
 				return nil, notFoundError("container", named)
 			}
 			return l, err
 		},
-		ready: func(ctx context.Context, c *container) (conversation.TurnRequest, turnSink, error) {
+		ready: func(ctx context.Context, c *Container) (conversation.TurnRequest, turnSink, error) {
 			if req.Model == "" { // and so model too: the container's goes on
 				req.Model = c.conv.Info().Model
 			}
@@ -196,7 +196,7 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 			// the container comes between them.
 			return conversation.TurnRequest{Question: question, Model: model}, ct, nil
 		},
-		after: func(ctx context.Context, c *container, _ conversation.Turn) {
+		after: func(ctx context.Context, c *Container, _ conversation.Turn) {
 			// The history is this completion's now, not that of the
 			// response that ran last: a response that names that one
 			// rewinds to it.
@@ -278,7 +278,7 @@ func chatText(raw json.RawMessage, param string) (string, *paramError) {
 // of runTurn.
 type chatTurn struct {
 	w       http.ResponseWriter
-	c       *container
+	c       *Container
 	steps   string
 	baseURL string
 	// fileID is the id of a file of the container's /work.
@@ -598,7 +598,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	w.WriteHeader(resp.StatusCode)
 	meter := newTokenMeter(resp.Header.Get("Content-Type"))
-	defer func() { s.countTokens(r.Context(), ownerOf(r), meter.tokens()) }()
+	defer func() { s.countTokens(r.Context(), Owner(r), meter.tokens()) }()
 	f, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	for {

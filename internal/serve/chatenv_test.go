@@ -137,6 +137,7 @@ func newChatEnv(t *testing.T, sb chatSandbox, upstream *llmtest.Server, opts cha
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.RegisterOpenAI()
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()

@@ -26,11 +26,11 @@ import (
 // its creator says otherwise: OpenAI's 20 minutes.
 const defaultExpiry = 20
 
-// container is a container that is live in this server: its record, and
-// the open conversation whose sandbox holds the files. A container whose
+// Container is a Container that is live in this server: its record, and
+// the open conversation whose sandbox holds the files. A Container whose
 // conversation is paused (the server restarted, or it went unused) is only
 // its record in the state, and is opened again on first use.
-type container struct {
+type Container struct {
 	ID    string
 	Owner string
 	conv  *conversation.Conversation
@@ -79,10 +79,10 @@ func containerObjectOf(rec state.Container) containerObject {
 		Name: rec.Name, MemoryLimit: rec.Memory, Network: &n}
 }
 
-func (c *container) object() containerObject { return containerObjectOf(c.record()) }
+func (c *Container) object() containerObject { return containerObjectOf(c.Record()) }
 
-// record is a copy of c's record as it is now.
-func (c *container) record() state.Container {
+// Record is a copy of c's Record as it is now.
+func (c *Container) Record() state.Container {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.rec
@@ -92,7 +92,7 @@ func (c *container) record() state.Container {
 }
 
 // change applies fn to c's record and saves it.
-func (s *Server) change(ctx context.Context, c *container, fn func(*state.Container)) {
+func (s *Server) change(ctx context.Context, c *Container, fn func(*state.Container)) {
 	c.mu.Lock()
 	fn(&c.rec)
 	c.mu.Unlock()
@@ -101,13 +101,13 @@ func (s *Server) change(ctx context.Context, c *container, fn func(*state.Contai
 
 // saveContainer writes c's record. A failure is logged, not returned: the
 // container works on, and the next change saves it all.
-func (s *Server) saveContainer(ctx context.Context, c *container) {
+func (s *Server) saveContainer(ctx context.Context, c *Container) {
 	c.saveMu.Lock()
 	defer c.saveMu.Unlock()
 	if c.removed {
 		return
 	}
-	rec := c.record()
+	rec := c.Record()
 	if err := s.state.SaveContainer(context.WithoutCancel(ctx), rec); err != nil {
 		s.cfg.Log.Warn("saving container", "container", c.ID, "error", err)
 		return
@@ -118,7 +118,7 @@ func (s *Server) saveContainer(ctx context.Context, c *container) {
 }
 
 // touch marks the container used now, which puts off its expiry.
-func (s *Server) touch(ctx context.Context, c *container) {
+func (s *Server) touch(ctx context.Context, c *Container) {
 	c.mu.Lock()
 	c.rec.LastActive = time.Now()
 	stale := c.rec.LastActive.Sub(c.savedActive) > time.Minute
@@ -128,28 +128,35 @@ func (s *Server) touch(ctx context.Context, c *container) {
 	}
 }
 
-// lease holds a container busy for a request that works in it (a turn, a
+// Container is the leased container.
+func (l *Lease) Container() *Container { return l.c }
+
+// Conversation is the container's conversation: its sandbox, kernel and
+// history.
+func (c *Container) Conversation() *conversation.Conversation { return c.conv }
+
+// Lease holds a container busy for a request that works in it (a turn, a
 // file's upload or download): expiry never removes a leased container.
-// The lease is taken in the same step that finds the container (acquire,
+// The Lease is taken in the same step that finds the container (acquire,
 // open, newContainer), so no expiry can come between the two.
-type lease struct {
+type Lease struct {
 	s    *Server
-	c    *container
+	c    *Container
 	once sync.Once
 }
 
 // hold counts one more lease of c. The caller holds s.mu, which expiry
 // takes to check that a container is idle and remove it.
-func (s *Server) hold(c *container) *lease {
+func (s *Server) hold(c *Container) *Lease {
 	c.mu.Lock()
 	c.busy++
 	c.mu.Unlock()
-	return &lease{s: s, c: c}
+	return &Lease{s: s, c: c}
 }
 
-// release gives the lease back and marks the container used now, which
+// Release gives the lease back and marks the container used now, which
 // puts off its expiry. It may be called more than once.
-func (l *lease) release(ctx context.Context) {
+func (l *Lease) Release(ctx context.Context) {
 	l.once.Do(func() {
 		c := l.c
 		c.mu.Lock()
@@ -161,7 +168,7 @@ func (l *lease) release(ctx context.Context) {
 
 // fileID is the id of the file at p (relative to /work), made on first
 // sight and kept for the container's life.
-func (s *Server) fileID(ctx context.Context, c *container, p string) string {
+func (s *Server) fileID(ctx context.Context, c *Container, p string) string {
 	c.mu.Lock()
 	id, ok := c.rec.Files[p]
 	if !ok {
@@ -179,7 +186,7 @@ func (s *Server) fileID(ctx context.Context, c *container, p string) string {
 }
 
 // uploaded records that the client put the file at rel, relative to /work.
-func (s *Server) uploaded(ctx context.Context, c *container, rel string) {
+func (s *Server) uploaded(ctx context.Context, c *Container, rel string) {
 	s.fileID(ctx, c, rel)
 	s.change(ctx, c, func(r *state.Container) {
 		if !slices.Contains(r.User, rel) {
@@ -189,7 +196,7 @@ func (s *Server) uploaded(ctx context.Context, c *container, rel string) {
 }
 
 // pathOf is the path (relative to /work) of c's file id.
-func (c *container) pathOf(id string) (string, bool) {
+func (c *Container) pathOf(id string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p, fid := range c.rec.Files {
@@ -212,13 +219,11 @@ type containerOptions struct {
 // memoryLimits are the sizes OpenAI offers, as terp's limits.
 var memoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 30, "64g": 64 << 30}
 
-// newContainer opens a conversation for owner as opts say, with the files
-// named uploaded, and returns it leased. A mistake in opts is answered as a
-// 400 by the caller, with the parameter the error names.
-func (s *Server) newContainer(ctx context.Context, owner string, opts containerOptions) (*lease, *paramError) {
-	now := time.Now()
-	rec := state.Container{ID: newID("cntr_"), Owner: owner, Name: opts.Name, CreatedAt: now, LastActive: now, Minutes: defaultExpiry,
-		Memory: memoryName(s.cfg.Settings.MemoryLimit), Network: networkPolicy{Type: "disabled"}, Replica: s.cfg.Replica}
+// newContainer is CreateContainer for OpenAI's container options: a
+// mistake in opts is answered as a 400 by the caller, with the parameter
+// the error names.
+func (s *Server) newContainer(ctx context.Context, owner string, opts containerOptions) (*Lease, *paramError) {
+	spec := ContainerSpec{Name: opts.Name}
 	if opts.ExpiresAfter != nil {
 		if opts.ExpiresAfter.Anchor != "" && opts.ExpiresAfter.Anchor != "last_active_at" {
 			return nil, badParam("expires_after.anchor", "the only anchor is last_active_at")
@@ -226,13 +231,13 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 		if m := opts.ExpiresAfter.Minutes; m < 1 || m > 20*24*60 {
 			return nil, badParam("expires_after.minutes", "give between 1 and 28800 minutes")
 		}
-		rec.Minutes = opts.ExpiresAfter.Minutes
+		spec.Minutes = opts.ExpiresAfter.Minutes
 	}
 	if opts.MemoryLimit != "" {
 		if _, ok := memoryLimits[strings.ToLower(opts.MemoryLimit)]; !ok {
 			return nil, badParam("memory_limit", "memory_limit is one of 1g, 4g, 16g, 64g")
 		}
-		rec.Memory = strings.ToLower(opts.MemoryLimit)
+		spec.Memory = strings.ToLower(opts.MemoryLimit)
 	}
 	if opts.Network != nil {
 		switch opts.Network.Type {
@@ -246,35 +251,74 @@ func (s *Server) newContainer(ctx context.Context, owner string, opts containerO
 					return nil, badParam("network_policy.allowed_domains", err.Error())
 				}
 			}
-			rec.Network = networkPolicy{Type: "allowlist", AllowedDomains: slices.Clone(opts.Network.AllowedDomains)}
+			spec.Network = networkPolicy{Type: "allowlist", AllowedDomains: slices.Clone(opts.Network.AllowedDomains)}
 		default:
 			return nil, badParam("network_policy.type", "network_policy.type is disabled or allowlist")
 		}
 	}
-	made, err := s.reserveContainer(ctx, owner, rec.ID)
-	if err != nil {
-		return nil, &paramError{err: err}
-	}
-	defer made(nil)
-	var files []state.File
 	for _, id := range opts.FileIDs {
 		f, perr := s.storedFile(ctx, owner, id, "file_ids", fmt.Sprintf("no file found with id '%s'", id))
 		if perr != nil {
 			return nil, perr
 		}
-		files = append(files, f)
+		spec.Files = append(spec.Files, f)
 	}
+	l, err := s.CreateContainer(ctx, owner, spec)
+	if err != nil {
+		return nil, &paramError{err: err}
+	}
+	return l, nil
+}
+
+// ContainerSpec is what a new container is made with; its zero value is a
+// container with the server's settings, no network, and OpenAI's 20
+// minutes of expiry.
+type ContainerSpec struct {
+	Name string
+	// Minutes is how long the container lives after its last use; 0
+	// means 20.
+	Minutes int
+	// Memory is the sandbox's memory limit as OpenAI names it ("1g",
+	// "4g", "16g", "64g"); "" means the server's.
+	Memory string
+	// Network is the sandbox's egress; the zero value has none.
+	Network state.Network
+	// Files are stored files put in /work before it is handed over.
+	Files []state.File
+}
+
+// CreateContainer makes a container for owner, as spec says, held to
+// owner's and the server's container limits (a *Refusal), and returns it
+// leased.
+func (s *Server) CreateContainer(ctx context.Context, owner string, spec ContainerSpec) (*Lease, error) {
+	now := time.Now()
+	rec := state.Container{ID: newID("cntr_"), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now, Minutes: spec.Minutes,
+		Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica}
+	if rec.Minutes == 0 {
+		rec.Minutes = defaultExpiry
+	}
+	if rec.Memory == "" {
+		rec.Memory = memoryName(s.cfg.Settings.MemoryLimit)
+	}
+	if rec.Network.Type == "" {
+		rec.Network.Type = "disabled"
+	}
+	made, err := s.reserveContainer(ctx, owner, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer made(nil)
 	conv, err := s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: "serve", KeepFiles: true})
 	if err != nil {
 		s.metrics.containerFailed("create", err)
-		return nil, &paramError{err: err}
+		return nil, err
 	}
 	rec.Conversation = conv.ID
-	c := &container{ID: rec.ID, Owner: owner, conv: conv, rec: rec}
-	for _, f := range files {
+	c := &Container{ID: rec.ID, Owner: owner, conv: conv, rec: rec}
+	for _, f := range spec.Files {
 		if err := s.putFile(ctx, c, f); err != nil {
 			c.conv.Close(ctx)
-			return nil, &paramError{err: err}
+			return nil, err
 		}
 	}
 	made(func() { s.saveContainer(ctx, c) })
@@ -332,7 +376,7 @@ func (e *paramError) Unwrap() error { return e.err }
 func (e *paramError) answer(w http.ResponseWriter) { writeFailure(w, e) }
 
 // putFile uploads the stored file f into c's /work.
-func (s *Server) putFile(ctx context.Context, c *container, f state.File) error {
+func (s *Server) putFile(ctx context.Context, c *Container, f state.File) error {
 	fh, err := s.state.OpenFile(ctx, f)
 	if err != nil {
 		return err
@@ -342,7 +386,7 @@ func (s *Server) putFile(ctx context.Context, c *container, f state.File) error 
 }
 
 // put writes r to c's /work/name as the client's upload.
-func (s *Server) put(ctx context.Context, c *container, name string, r io.Reader) error {
+func (s *Server) put(ctx context.Context, c *Container, name string, r io.Reader) error {
 	dest, err := c.conv.Put(ctx, name, r)
 	if err != nil {
 		return err
@@ -351,11 +395,11 @@ func (s *Server) put(ctx context.Context, c *container, name string, r io.Reader
 	return nil
 }
 
-// acquire leases owner's container id, opened in this server if it was
+// Acquire leases owner's container id, opened in this server if it was
 // paused (by a restart, or another replica); nil when the key has none. One
 // open in another replica is an *elsewhereError, for the request to be
 // forwarded there.
-func (s *Server) acquire(ctx context.Context, owner, id string) (*lease, error) {
+func (s *Server) Acquire(ctx context.Context, owner, id string) (*Lease, error) {
 	if l, found := s.acquireLive(owner, id); found {
 		return l, nil
 	}
@@ -375,7 +419,7 @@ func (s *Server) acquire(ctx context.Context, owner, id string) (*lease, error) 
 // acquireLive leases owner's container id if it is live in this server;
 // found is false when it is not (a live container of another key is found,
 // and not leased).
-func (s *Server) acquireLive(owner, id string) (l *lease, found bool) {
+func (s *Server) acquireLive(owner, id string) (l *Lease, found bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.containers[id]
@@ -392,7 +436,7 @@ func (s *Server) acquireLive(owner, id string) (l *lease, found bool) {
 // resumed, with its sandbox (the model is told that Python restarted). A
 // container whose conversation was discarded, for it held nothing, gets a
 // new one. One that expiry removed meanwhile is not found (nil).
-func (s *Server) open(ctx context.Context, rec state.Container) (*lease, error) {
+func (s *Server) open(ctx context.Context, rec state.Container) (*Lease, error) {
 	s.opening.Lock()
 	defer s.opening.Unlock()
 	if l, found := s.acquireLive(rec.Owner, rec.ID); found {
@@ -425,7 +469,7 @@ func (s *Server) open(ctx context.Context, rec state.Container) (*lease, error) 
 		s.cfg.Log.Info("opening container", "container", rec.ID, "note", w)
 	}
 	rec.Replica = s.cfg.Replica
-	c := &container{ID: rec.ID, Owner: rec.Owner, conv: conv, rec: rec}
+	c := &Container{ID: rec.ID, Owner: rec.Owner, conv: conv, rec: rec}
 	s.saveContainer(ctx, c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -434,7 +478,7 @@ func (s *Server) open(ctx context.Context, rec state.Container) (*lease, error) 
 }
 
 // live is the container id if it is open in this server.
-func (s *Server) live(id string) *container {
+func (s *Server) live(id string) *Container {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.containers[id]
@@ -447,7 +491,7 @@ func (s *Server) record(ctx context.Context, owner, id string) (state.Container,
 	c := s.containers[id]
 	s.mu.Unlock()
 	if c != nil && c.Owner == owner {
-		return c.record(), nil
+		return c.Record(), nil
 	}
 	return s.state.Container(ctx, owner, id)
 }
@@ -457,17 +501,17 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &opts) {
 		return
 	}
-	l, perr := s.newContainer(r.Context(), ownerOf(r), opts)
+	l, perr := s.newContainer(r.Context(), Owner(r), opts)
 	if perr != nil {
 		perr.answer(w)
 		return
 	}
-	l.release(r.Context())
+	l.Release(r.Context())
 	writeJSON(w, http.StatusOK, l.c.object())
 }
 
 func (s *Server) listContainers(w http.ResponseWriter, r *http.Request) {
-	owner := ownerOf(r)
+	owner := Owner(r)
 	recs, err := s.state.Containers(r.Context(), owner)
 	if err != nil {
 		serverError(w, err)
@@ -484,7 +528,7 @@ func (s *Server) listContainers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getContainer(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.record(r.Context(), ownerOf(r), r.PathValue("id"))
+	rec, err := s.record(r.Context(), Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "container", r.PathValue("id"))
 		return
@@ -493,7 +537,7 @@ func (s *Server) getContainer(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.record(r.Context(), ownerOf(r), r.PathValue("id"))
+	rec, err := s.record(r.Context(), Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "container", r.PathValue("id"))
 		return
@@ -507,6 +551,20 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, deleted{ID: rec.ID, Object: "container.deleted", Deleted: true})
+}
+
+// RemoveContainer ends owner's container id for good, with its sandbox and
+// stored conversation; one that is not owner's, or gone already, is a
+// *missingError.
+func (s *Server) RemoveContainer(ctx context.Context, owner, id string) error {
+	rec, err := s.record(ctx, owner, id)
+	if errors.Is(err, state.ErrNotFound) {
+		return notFoundError("container", id)
+	}
+	if err != nil {
+		return err
+	}
+	return s.removeContainer(ctx, rec)
 }
 
 // removeContainer ends the container of rec for good: its sandbox, its
@@ -525,7 +583,7 @@ func (s *Server) removeContainer(ctx context.Context, rec state.Container) error
 // remove ends the container of rec, taken out of the live ones already
 // (c, nil if it was paused). The caller holds s.opening, so that no request
 // opens the container again from its record while it is being removed.
-func (s *Server) remove(ctx context.Context, rec state.Container, c *container) error {
+func (s *Server) remove(ctx context.Context, rec state.Container, c *Container) error {
 	kept := true
 	if c != nil {
 		c.saveMu.Lock()
@@ -603,7 +661,7 @@ func (s *Server) expireOne(ctx context.Context, rec state.Container, now time.Ti
 		c.mu.Lock()
 		leased := c.busy > 0
 		c.mu.Unlock()
-		if rec = c.record(); leased || !rec.Expired(now) {
+		if rec = c.Record(); leased || !rec.Expired(now) {
 			s.mu.Unlock()
 			return nil
 		}
@@ -624,7 +682,7 @@ type containerFile struct {
 	Source      string `json:"source"`
 }
 
-func (s *Server) fileObject(ctx context.Context, c *container, fi sandbox.FileInfo) containerFile {
+func (s *Server) fileObject(ctx context.Context, c *Container, fi sandbox.FileInfo) containerFile {
 	id := s.fileID(ctx, c, fi.Path)
 	c.mu.Lock()
 	source := "assistant"
@@ -637,7 +695,7 @@ func (s *Server) fileObject(ctx context.Context, c *container, fi sandbox.FileIn
 }
 
 // files lists c's /work for the API.
-func (s *Server) files(ctx context.Context, c *container) ([]containerFile, error) {
+func (s *Server) files(ctx context.Context, c *Container) ([]containerFile, error) {
 	infos, err := c.conv.Files(ctx)
 	out := make([]containerFile, 0, len(infos))
 	for _, fi := range infos {
@@ -647,7 +705,7 @@ func (s *Server) files(ctx context.Context, c *container) ([]containerFile, erro
 }
 
 // lookupFile is c's file id, as it is now in /work.
-func (s *Server) lookupFile(ctx context.Context, c *container, id string) (containerFile, bool, error) {
+func (s *Server) lookupFile(ctx context.Context, c *Container, id string) (containerFile, bool, error) {
 	p, ok := c.pathOf(id)
 	if !ok {
 		return containerFile{}, false, nil
@@ -666,8 +724,8 @@ func (s *Server) lookupFile(ctx context.Context, c *container, id string) (conta
 
 // withContainer runs fn on the request's container, leased, answering 404
 // for one that is not the key's.
-func (s *Server) withContainer(w http.ResponseWriter, r *http.Request, fn func(*container)) {
-	l, err := s.acquire(r.Context(), ownerOf(r), r.PathValue("id"))
+func (s *Server) withContainer(w http.ResponseWriter, r *http.Request, fn func(*Container)) {
+	l, err := s.Acquire(r.Context(), Owner(r), r.PathValue("id"))
 	switch {
 	case s.forwarded(w, r, err):
 		return
@@ -678,12 +736,12 @@ func (s *Server) withContainer(w http.ResponseWriter, r *http.Request, fn func(*
 		notFound(w, "container", r.PathValue("id"))
 		return
 	}
-	defer l.release(r.Context())
+	defer l.Release(r.Context())
 	fn(l.c)
 }
 
 func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
-	s.withContainer(w, r, func(c *container) {
+	s.withContainer(w, r, func(c *Container) {
 		var err error
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
 			name, body, _, ok := s.readUpload(w, r)
@@ -700,7 +758,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 			if !decode(w, r, &req) {
 				return
 			}
-			f, perr := s.storedFile(r.Context(), ownerOf(r), req.FileID, "file_id",
+			f, perr := s.storedFile(r.Context(), Owner(r), req.FileID, "file_id",
 				fmt.Sprintf("no file found with id '%s'; upload it with POST /v1/files, or send the file itself as multipart/form-data", req.FileID))
 			if perr != nil {
 				perr.answer(w)
@@ -717,7 +775,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerFile answers with the container file at rel.
-func (s *Server) answerFile(w http.ResponseWriter, r *http.Request, c *container, rel string) {
+func (s *Server) answerFile(w http.ResponseWriter, r *http.Request, c *Container, rel string) {
 	f, ok, err := s.lookupFile(r.Context(), c, s.fileID(r.Context(), c, rel))
 	switch {
 	case err != nil:
@@ -730,7 +788,7 @@ func (s *Server) answerFile(w http.ResponseWriter, r *http.Request, c *container
 }
 
 func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request) {
-	s.withContainer(w, r, func(c *container) {
+	s.withContainer(w, r, func(c *Container) {
 		files, err := s.files(r.Context(), c)
 		if err != nil && len(files) == 0 {
 			writeFailure(w, err)
@@ -742,8 +800,8 @@ func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request) {
 
 // withContainerFile runs fn on the request's container file, answering 404
 // for one that is not there.
-func (s *Server) withContainerFile(w http.ResponseWriter, r *http.Request, fn func(*container, containerFile)) {
-	s.withContainer(w, r, func(c *container) {
+func (s *Server) withContainerFile(w http.ResponseWriter, r *http.Request, fn func(*Container, containerFile)) {
+	s.withContainer(w, r, func(c *Container) {
 		f, ok, err := s.lookupFile(r.Context(), c, r.PathValue("fid"))
 		switch {
 		case err != nil:
@@ -757,11 +815,11 @@ func (s *Server) withContainerFile(w http.ResponseWriter, r *http.Request, fn fu
 }
 
 func (s *Server) getContainerFile(w http.ResponseWriter, r *http.Request) {
-	s.withContainerFile(w, r, func(_ *container, f containerFile) { writeJSON(w, http.StatusOK, f) })
+	s.withContainerFile(w, r, func(_ *Container, f containerFile) { writeJSON(w, http.StatusOK, f) })
 }
 
 func (s *Server) getContainerFileContent(w http.ResponseWriter, r *http.Request) {
-	s.withContainerFile(w, r, func(c *container, f containerFile) {
+	s.withContainerFile(w, r, func(c *Container, f containerFile) {
 		rc, err := c.conv.ReadFile(r.Context(), f.Path)
 		if err != nil {
 			writeFailure(w, err)
@@ -776,7 +834,7 @@ func (s *Server) getContainerFileContent(w http.ResponseWriter, r *http.Request)
 }
 
 func (s *Server) deleteContainerFile(w http.ResponseWriter, r *http.Request) {
-	s.withContainerFile(w, r, func(c *container, f containerFile) {
+	s.withContainerFile(w, r, func(c *Container, f containerFile) {
 		if err := c.conv.RemoveFile(r.Context(), f.Path); err != nil {
 			writeFailure(w, err)
 			return

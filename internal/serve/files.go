@@ -88,7 +88,7 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request) {
 	if purpose == "" {
 		purpose = "user_data"
 	}
-	f := state.File{ID: newID("file-"), Owner: ownerOf(r), Filename: name, Purpose: purpose, CreatedAt: time.Now()}
+	f := state.File{ID: newID("file-"), Owner: Owner(r), Filename: name, Purpose: purpose, CreatedAt: time.Now()}
 	upload := &readError{r: body}
 	f, err := s.state.PutFile(r.Context(), f, upload, s.lim.caps.Upload)
 	switch {
@@ -139,7 +139,7 @@ func (s *Server) storedFile(ctx context.Context, owner, id, param, notThere stri
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
-	files, err := s.state.Files(r.Context(), ownerOf(r))
+	files, err := s.state.Files(r.Context(), Owner(r))
 	if err != nil {
 		serverError(w, err)
 		return
@@ -152,7 +152,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
-	f, err := s.state.File(r.Context(), ownerOf(r), r.PathValue("id"))
+	f, err := s.state.File(r.Context(), Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "file", r.PathValue("id"))
 		return
@@ -161,7 +161,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) {
-	f, err := s.state.File(r.Context(), ownerOf(r), r.PathValue("id"))
+	f, err := s.state.File(r.Context(), Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "file", r.PathValue("id"))
 		return
@@ -181,7 +181,7 @@ func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.state.DeleteFile(r.Context(), ownerOf(r), id); err != nil {
+	if err := s.state.DeleteFile(r.Context(), Owner(r), id); err != nil {
 		stateError(w, err, "file", id)
 		return
 	}

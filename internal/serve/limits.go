@@ -356,7 +356,7 @@ func (s *Server) beginRun(ctx context.Context, owner string) (*run, error) {
 // startRun is beginRun for an OpenAI request, which it answers when the
 // turn may not start.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) (*run, bool) {
-	u, err := s.beginRun(r.Context(), ownerOf(r))
+	u, err := s.beginRun(r.Context(), Owner(r))
 	if err != nil {
 		writeFailure(w, err)
 		return nil, false
@@ -425,7 +425,7 @@ func (s *Server) checkTokens(ctx context.Context, owner string) error {
 // underTokens is checkTokens for an OpenAI request: it says whether the
 // request's key has tokens left today, and answers it when it has not.
 func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
-	if err := s.checkTokens(r.Context(), ownerOf(r)); err != nil {
+	if err := s.checkTokens(r.Context(), Owner(r)); err != nil {
 		writeFailure(w, err)
 		return false
 	}

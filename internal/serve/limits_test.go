@@ -61,6 +61,7 @@ func newLimitServer(t *testing.T, s *llmtest.Server, change func(*Config)) *test
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.RegisterOpenAI()
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()

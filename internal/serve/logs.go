@@ -140,7 +140,7 @@ func (b *bodyCopy) Read(p []byte) (int, error) {
 // observeTurn wraps a turn's send function so that each run of code is
 // counted and logged as it ends: its container, result, exit code and
 // duration; its code and output only with Config.LogDebug.
-func (s *Server) observeTurn(ctx context.Context, c *container, send func(agent.Event)) func(agent.Event) {
+func (s *Server) observeTurn(ctx context.Context, c *Container, send func(agent.Event)) func(agent.Event) {
 	return func(e agent.Event) {
 		switch e := e.(type) {
 		case agent.ToolCall:
@@ -157,7 +157,7 @@ func (s *Server) observeTurn(ctx context.Context, c *container, send func(agent.
 // observeRun counts and logs one run of code, a model's or a client's, as
 // it ends: its container, result, exit code and duration; its output only
 // with Config.LogDebug.
-func (s *Server) observeRun(ctx context.Context, c *container, e agent.ToolOutput) {
+func (s *Server) observeRun(ctx context.Context, c *Container, e agent.ToolOutput) {
 	s.metrics.run(e)
 	attrs := []slog.Attr{slog.String("container", c.ID), slog.String("result", runResult(e)),
 		slog.Int("exit_code", e.ExitCode), slog.Duration("duration", e.Duration)}

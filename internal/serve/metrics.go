@@ -249,7 +249,7 @@ func (c containerCollector) Collect(ch chan<- prometheus.Metric) {
 // each replica reports its own, and a sum over replicas counts each once.
 func (s *Server) containerCounts() (active, paused int) {
 	s.mu.Lock()
-	all := make([]*container, 0, len(s.containers))
+	all := make([]*Container, 0, len(s.containers))
 	for _, c := range s.containers {
 		all = append(all, c)
 	}

@@ -91,6 +91,7 @@ func newObsServer(t *testing.T, upstreamURL string, opts obsOptions) *obsServer 
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.RegisterOpenAI()
 	o := &obsServer{api: httptest.NewServer(srv.Handler()), ops: httptest.NewServer(srv.MetricsHandler()), srv: srv, backend: backend, log: log}
 	t.Cleanup(func() {
 		o.api.Close()
@@ -335,6 +336,7 @@ func TestMetricsCountContainersThatCannotOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.RegisterOpenAI()
 	api, ops := httptest.NewServer(b.Handler()), httptest.NewServer(b.MetricsHandler())
 	t.Cleanup(func() {
 		api.Close()

@@ -75,6 +75,7 @@ func newReplicas(t *testing.T, s *llmtest.Server, n int, change ...func(*Config)
 		if err != nil {
 			t.Fatal(err)
 		}
+		srv.RegisterOpenAI()
 		hs.Config.Handler = srv.Handler()
 		r := &replica{hs: hs, srv: srv}
 		t.Cleanup(func() { r.stop() })
@@ -294,7 +295,7 @@ func TestReplicasClientFailureKeepsTheReplica(t *testing.T) {
 	}
 	// a ends the turn given up on; the container is busy until then.
 	deadline := time.Now().Add(time.Minute)
-	leased := func(c *container) bool {
+	leased := func(c *Container) bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.busy > 0

@@ -226,7 +226,7 @@ func (s *Server) stored(ctx context.Context, owner, id string) (*storedResponse,
 }
 
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.state.Response(r.Context(), ownerOf(r), r.PathValue("id"))
+	rec, err := s.state.Response(r.Context(), Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "response", r.PathValue("id"))
 		return
@@ -238,7 +238,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.state.DeleteResponse(r.Context(), ownerOf(r), id); err != nil {
+	if err := s.state.DeleteResponse(r.Context(), Owner(r), id); err != nil {
 		stateError(w, err, "response", id)
 		return
 	}
@@ -256,7 +256,7 @@ type turnRequest struct {
 	files []namedFile
 	prev  *storedResponse
 	// lease is the container the turn runs in, leased.
-	lease *lease
+	lease *Lease
 	logs  bool // include code_interpreter_call.outputs
 }
 
@@ -271,18 +271,18 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	owner := ownerOf(r)
+	owner := Owner(r)
 	var tr *turnRequest
 	var b *outputBuilder
 	s.runTurn(w, r, modelTurn{
-		open: func(ctx context.Context) (*lease, error) {
+		open: func(ctx context.Context) (*Lease, error) {
 			var perr *paramError
 			if tr, perr = s.readTurn(ctx, owner, &req); perr != nil {
 				return nil, perr
 			}
 			return tr.lease, nil
 		},
-		ready: func(ctx context.Context, c *container) (conversation.TurnRequest, turnSink, error) {
+		ready: func(ctx context.Context, c *Container) (conversation.TurnRequest, turnSink, error) {
 			if err := s.prepare(ctx, c, tr); err != nil {
 				return conversation.TurnRequest{}, nil, err
 			}
@@ -301,7 +301,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 			return conversation.TurnRequest{Question: tr.question, Outputs: tr.outputs,
 				Model: req.Model, ClientTools: &tr.tools, Rewind: &rewind}, b, nil
 		},
-		after: func(ctx context.Context, c *container, turn conversation.Turn) {
+		after: func(ctx context.Context, c *Container, turn conversation.Turn) {
 			if b.resp.Store && turn.History != nil {
 				s.keep(ctx, &storedResponse{owner: owner, container: c.ID, history: turn.History, object: *b.resp})
 			}
@@ -312,7 +312,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 
 // newOutput is the sink of a response's turn: the response object, in
 // progress, streamed from here on if the request asked.
-func (s *Server) newOutput(ctx context.Context, r *http.Request, w http.ResponseWriter, c *container, tr *turnRequest, req *responseRequest) *outputBuilder {
+func (s *Server) newOutput(ctx context.Context, r *http.Request, w http.ResponseWriter, c *Container, tr *turnRequest, req *responseRequest) *outputBuilder {
 	// The model the turn runs on: the request's, which the turn switches
 	// the container to, or the container's.
 	model := req.Model
@@ -425,7 +425,7 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 		id, param = tr.prev.container, "previous_response_id"
 		missing = fmt.Sprintf("the container of response %s (%s) has expired; start a new response without previous_response_id", req.PreviousResponseID, tr.prev.container)
 	}
-	l, err := s.acquire(ctx, owner, id)
+	l, err := s.Acquire(ctx, owner, id)
 	switch {
 	case err != nil:
 		return nil, &paramError{err: err}
@@ -541,7 +541,7 @@ func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param
 
 // prepare readies the container for the turn: the files the input
 // attaches. The history the turn goes on from comes with the turn.
-func (s *Server) prepare(ctx context.Context, c *container, tr *turnRequest) error {
+func (s *Server) prepare(ctx context.Context, c *Container, tr *turnRequest) error {
 	for _, f := range tr.files {
 		if f.file != nil {
 			if err := s.putFile(ctx, c, *f.file); err != nil {
@@ -570,7 +570,7 @@ func baseURL(r *http.Request) string {
 // and, when streaming, into OpenAI's events as they happen.
 type outputBuilder struct {
 	resp      *responseObject
-	container *container
+	container *Container
 	outputs   bool
 	baseURL   string
 	sse       *sseWriter

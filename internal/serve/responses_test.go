@@ -73,6 +73,7 @@ func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *te
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.RegisterOpenAI()
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()
@@ -604,17 +605,17 @@ func TestContainersExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := func(id string) *container {
-		l, err := ts.srv.acquire(ctx(t), "alice", id)
+	live := func(id string) *Container {
+		l, err := ts.srv.Acquire(ctx(t), "alice", id)
 		if err != nil || l == nil {
 			t.Fatalf("container %s: %v", id, err)
 		}
-		l.release(ctx(t))
+		l.Release(ctx(t))
 		return l.c
 	}
 	oldConv := live(old.ID).conv.ID
 	// A response runs in busy: it holds a lease.
-	if _, err := ts.srv.acquire(ctx(t), "alice", busy.ID); err != nil {
+	if _, err := ts.srv.Acquire(ctx(t), "alice", busy.ID); err != nil {
 		t.Fatal(err)
 	}
 	// Both were last used two minutes ago; a response runs in busy.
@@ -675,7 +676,7 @@ func TestDeletedContainerStaysGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ts.srv.acquire(ctx(t), "alice", made.ID) // a response running in it
+	l, err := ts.srv.Acquire(ctx(t), "alice", made.ID) // a response running in it
 	if err != nil || l == nil {
 		t.Fatalf("container: %v", err)
 	}
@@ -686,7 +687,7 @@ func TestDeletedContainerStaysGone(t *testing.T) {
 	c.mu.Lock()
 	c.savedActive = time.Time{} // its end would save the record
 	c.mu.Unlock()
-	l.release(ctx(t))
+	l.Release(ctx(t))
 	if _, err := ts.srv.state.Container(ctx(t), "alice", made.ID); err == nil {
 		t.Fatal("the deleted container's record was saved back by the response that ended in it")
 	}
@@ -710,9 +711,9 @@ func TestLeaseRacesExpiry(t *testing.T) {
 		}
 		// Every container is past its expiry as the two race.
 		later := time.Now().Add(2 * time.Minute)
-		found := make(chan *lease, 1)
+		found := make(chan *Lease, 1)
 		go func() {
-			l, err := ts.srv.acquire(ctx(t), "alice", made.ID)
+			l, err := ts.srv.Acquire(ctx(t), "alice", made.ID)
 			if err != nil {
 				t.Error(err)
 			}
@@ -734,7 +735,7 @@ func TestLeaseRacesExpiry(t *testing.T) {
 		if _, err := l.c.conv.Files(ctx(t)); err != nil {
 			t.Fatalf("round %d: the leased container's sandbox is gone: %v", round, err)
 		}
-		l.release(ctx(t))
+		l.Release(ctx(t))
 		ts.srv.expire(time.Now().Add(2 * time.Minute))
 		if ts.srv.live(made.ID) != nil {
 			t.Fatalf("round %d: the container outlived its expiry once its lease was given back", round)

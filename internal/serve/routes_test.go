@@ -31,7 +31,7 @@ func TestProtocolRegistersItself(t *testing.T) {
 		},
 		Routes: []Route{
 			{Pattern: "GET /echo/whoami", Handler: func(w http.ResponseWriter, r *http.Request) {
-				fmt.Fprint(w, ownerOf(r))
+				fmt.Fprint(w, Owner(r))
 			}},
 			{Pattern: "GET /echo/ping", Public: true, Handler: func(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprint(w, "pong")

@@ -108,7 +108,7 @@ type Server struct {
 	// others are records in the state, opened on first use); opening
 	// serialises opening them.
 	mu         sync.Mutex
-	containers map[string]*container
+	containers map[string]*Container
 	opening    sync.Mutex
 
 	stop      chan struct{}
@@ -141,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, state: st, containers: map[string]*container{}, stop: make(chan struct{}), keys: NewKeyring(cfg.Keys, cfg.NoAuth, cfg.LocalLimits)}
+	s := &Server{cfg: cfg, state: st, containers: map[string]*Container{}, stop: make(chan struct{}), keys: NewKeyring(cfg.Keys, cfg.NoAuth, cfg.LocalLimits)}
 	s.lim = newLimiter(cfg.Caps, s.keys)
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if err := s.instrument(); err != nil {
@@ -149,7 +149,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux, s.routeOf = http.NewServeMux(), map[string]*route{}
 	s.Register(s.health())
-	s.Register(s.openAI())
 	s.done.Add(1)
 	go s.expireLoop()
 	return s, nil
@@ -182,8 +181,11 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// openAI is OpenAI's API: the Responses API with the code_interpreter
-// tool, containers, files, chat completions and the model list.
+// RegisterOpenAI serves OpenAI's API on the host: the Responses API with
+// the code_interpreter tool, containers, files, chat completions and the
+// model list.
+func (s *Server) RegisterOpenAI() { s.Register(s.openAI()) }
+
 func (s *Server) openAI() Protocol {
 	return Protocol{Name: "openai", Routes: []Route{
 		{Pattern: "GET /v1/models", Handler: s.listModels},
@@ -254,7 +256,7 @@ func (s *Server) close(ctx context.Context) {
 	s.done.Wait()
 	s.cancelBase()
 	s.mu.Lock()
-	all := make([]*container, 0, len(s.containers))
+	all := make([]*Container, 0, len(s.containers))
 	for _, c := range s.containers {
 		all = append(all, c)
 	}
@@ -278,8 +280,8 @@ func withOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
 
-// ownerOf is the owner the request was authenticated as.
-func ownerOf(r *http.Request) string {
+// Owner is the owner the request was authenticated as.
+func Owner(r *http.Request) string {
 	o, _ := r.Context().Value(ownerKey{}).(string)
 	return o
 }

@@ -39,19 +39,19 @@ type modelTurn struct {
 	// open finds or makes the turn's container, leased. Its error is the
 	// request's answer; an *elsewhereError forwards the request to the
 	// replica the container is open in.
-	open func(ctx context.Context) (*lease, error)
+	open func(ctx context.Context) (*Lease, error)
 	// ready readies the leased container for the turn (the files the
 	// request attaches, headers) and returns what to ask and the sink
 	// that answers.
-	ready func(ctx context.Context, c *container) (conversation.TurnRequest, turnSink, error)
+	ready func(ctx context.Context, c *Container) (conversation.TurnRequest, turnSink, error)
 	// after records what the protocol keeps of a turn that ran, before it
 	// is answered; a turn refused as busy ran nothing and is not recorded.
-	after func(ctx context.Context, c *container, turn conversation.Turn)
+	after func(ctx context.Context, c *Container, turn conversation.Turn)
 }
 
 // runTurn runs one model turn for r and answers it.
 func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, mt modelTurn) {
-	ctx, owner := r.Context(), ownerOf(r)
+	ctx, owner := r.Context(), Owner(r)
 	run, ok := s.startRun(w, r)
 	if !ok {
 		return
@@ -65,7 +65,7 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, mt modelTurn) {
 		}
 		return
 	}
-	defer l.release(ctx)
+	defer l.Release(ctx)
 	req, sink, err := mt.ready(ctx, l.c)
 	if err != nil {
 		writeFailure(w, err)
@@ -93,14 +93,14 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, mt modelTurn) {
 	sink.answer(w)
 }
 
-// exec runs code a protocol's client wrote itself, with no model, in a
-// leased container: the one exec path of the protocols whose clients write
+// Exec runs code a protocol's client wrote itself, with no model, in a
+// leased container: the one Exec path of the protocols whose clients write
 // the code (Jupyter's kernels, LibreChat's code API, MCP's python tool). It
 // holds a place under Caps.Runs as a turn does (no tokens: no model is
 // asked), and is counted and logged as a turn's runs are. With onOutput
 // set, every byte the code prints reaches it, in order, while it runs
 // (kernel.WithAllOutput), for a protocol that streams output to its client.
-func (s *Server) exec(ctx context.Context, l *lease, code string, onOutput func(kernel.Output)) (conversation.RunResult, error) {
+func (s *Server) Exec(ctx context.Context, l *Lease, code string, onOutput func(kernel.Output)) (conversation.RunResult, error) {
 	if refusal := s.lim.takeRun(); refusal != nil {
 		return conversation.RunResult{}, refusal
 	}

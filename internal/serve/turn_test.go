@@ -24,7 +24,7 @@ import (
 func TestExecPathStreamsEveryByte(t *testing.T) {
 	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.Caps.Runs = 1 })
 	ts.srv.Register(Protocol{Name: "exec", Routes: []Route{{Pattern: "POST /exec/{id}", Handler: func(w http.ResponseWriter, r *http.Request) {
-		l, err := ts.srv.acquire(r.Context(), ownerOf(r), r.PathValue("id"))
+		l, err := ts.srv.Acquire(r.Context(), Owner(r), r.PathValue("id"))
 		switch {
 		case err != nil:
 			writeFailure(w, err)
@@ -33,11 +33,11 @@ func TestExecPathStreamsEveryByte(t *testing.T) {
 			notFound(w, "container", r.PathValue("id"))
 			return
 		}
-		defer l.release(r.Context())
+		defer l.Release(r.Context())
 		code, _ := io.ReadAll(r.Body)
 		var mu sync.Mutex
 		started := false
-		res, err := ts.srv.exec(r.Context(), l, string(code), func(o kernel.Output) {
+		res, err := ts.srv.Exec(r.Context(), l, string(code), func(o kernel.Output) {
 			mu.Lock()
 			defer mu.Unlock()
 			if !started {
