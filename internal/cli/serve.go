@@ -22,6 +22,7 @@ import (
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/openaiapi"
 )
 
 // serveOptions holds everything `terp serve` needs, parsed from its flags.
@@ -150,12 +151,12 @@ running replicas.`,
 	fl.StringVar(&opts.advertise, "advertise", "", "`URL` other replicas reach this one at (http://HOST:PORT), with a shared --store")
 	fl.DurationVar(&opts.grace, "grace", 30*time.Second, "on SIGTERM, how long running requests may finish before they are stopped")
 	fl.BoolVar(&opts.noAuth, "no-auth", false, "accept requests without a key (loopback addresses only)")
-	fl.StringVar(&opts.aliasSuffix, "alias-suffix", serve.DefaultAliasSuffix, "`SUFFIX` that makes a chat model name (MODEL+python) an alias that runs the code interpreter on MODEL")
-	fl.StringVar(&opts.steps, "steps", serve.StepsModes[0], "where chat completions show the steps (`MODE`: "+strings.Join(serve.StepsModes, ", ")+`); a request's "terp_steps" chooses for itself`)
+	fl.StringVar(&opts.aliasSuffix, "alias-suffix", openaiapi.DefaultAliasSuffix, "`SUFFIX` that makes a chat model name (MODEL+python) an alias that runs the code interpreter on MODEL")
+	fl.StringVar(&opts.steps, "steps", openaiapi.StepsModes[0], "where chat completions show the steps (`MODE`: "+strings.Join(openaiapi.StepsModes, ", ")+`); a request's "terp_steps" chooses for itself`)
 	fl.StringVar(&opts.metricsListen, "metrics-listen", "", "`ADDR` of a listener of their own for /metrics, /healthz and /readyz, without a key")
 	fl.StringVar(&opts.logFormat, "log-format", logFormats[0], "the log's `FORMAT` on stderr: "+strings.Join(logFormats, " or "))
 	fl.BoolVar(&opts.logDebug, "log-debug", false, "log at debug level, with what clients send: keys, prompts, code and outputs (never without it)")
-	if err := cmd.RegisterFlagCompletionFunc("steps", completeChoices(serve.StepsModes)); err != nil {
+	if err := cmd.RegisterFlagCompletionFunc("steps", completeChoices(openaiapi.StepsModes)); err != nil {
 		panic(err)
 	}
 	if err := cmd.RegisterFlagCompletionFunc("log-format", completeChoices(logFormats)); err != nil {
@@ -244,11 +245,11 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(serve.StepsModes, opts.steps) {
-		return usagef("--steps is one of %s, not %q", strings.Join(serve.StepsModes, ", "), opts.steps)
+	if !slices.Contains(openaiapi.StepsModes, opts.steps) {
+		return usagef("--steps is one of %s, not %q", strings.Join(openaiapi.StepsModes, ", "), opts.steps)
 	}
 	if strings.TrimSpace(opts.aliasSuffix) == "" {
-		return usagef("--alias-suffix is empty: give the suffix that makes a model name an alias, such as %s", serve.DefaultAliasSuffix)
+		return usagef("--alias-suffix is empty: give the suffix that makes a model name an alias, such as %s", openaiapi.DefaultAliasSuffix)
 	}
 	if !slices.Contains(logFormats, opts.logFormat) {
 		return usagef("--log-format is one of %s, not %q", strings.Join(logFormats, ", "), opts.logFormat)
@@ -316,8 +317,7 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
 		LocalLimits: opts.limits, Caps: opts.caps,
 		State: stores.state, DataDir: dataDir, Replica: replica,
-		Log:         log,
-		AliasSuffix: opts.aliasSuffix, Steps: opts.steps,
+		Log:      log,
 		Metrics:  metrics,
 		Ready:    []serve.ReadyCheck{serve.SandboxCheck(backend)},
 		LogDebug: opts.logDebug,
@@ -325,7 +325,7 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	srv.RegisterOpenAI()
+	openaiapi.Register(srv, openaiapi.Options{AliasSuffix: opts.aliasSuffix, Steps: opts.steps})
 	if mln != nil {
 		opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving metrics on http://%s/metrics, and /healthz and /readyz, without a key", mln.Addr()))
 	}

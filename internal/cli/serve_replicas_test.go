@@ -13,7 +13,7 @@ import (
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/postgres/pgtest"
-	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/openaiapi"
 )
 
 // Two gateway processes share one PostgreSQL database and one `terp
@@ -102,7 +102,7 @@ func TestServeReplicasOnPostgres(t *testing.T) {
 	}
 	chat, err := bc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "test-model",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("And x+2?")}},
-		option.WithJSONSet("tools", []map[string]string{{"type": "code_interpreter"}}), option.WithHeader(serve.ContainerHeader, cntr))
+		option.WithJSONSet("tools", []map[string]string{{"type": "code_interpreter"}}), option.WithHeader(openaiapi.ContainerHeader, cntr))
 	if err != nil {
 		t.Fatalf("a chat completion in the container, on the other replica: %v\na:\n%s\nb:\n%s", err, a.log, b.log)
 	}

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"mime"
-	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve/state"
 	"github.com/terpdev/terp/internal/store"
@@ -50,38 +46,7 @@ type Container struct {
 	removed bool
 }
 
-// networkPolicy is a container's egress, as the API writes it.
-type networkPolicy = state.Network
-
-// containerObject is OpenAI's container object.
-type containerObject struct {
-	ID           string         `json:"id"`
-	Object       string         `json:"object"`
-	CreatedAt    int64          `json:"created_at"`
-	Status       string         `json:"status"`
-	ExpiresAfter expiresAfter   `json:"expires_after"`
-	LastActiveAt int64          `json:"last_active_at"`
-	Name         string         `json:"name"`
-	MemoryLimit  string         `json:"memory_limit"`
-	Network      *networkPolicy `json:"network_policy,omitempty"`
-}
-
-type expiresAfter struct {
-	Anchor  string `json:"anchor"`
-	Minutes int    `json:"minutes"`
-}
-
-// containerObjectOf is the API's view of a container's record.
-func containerObjectOf(rec state.Container) containerObject {
-	n := rec.Network
-	return containerObject{ID: rec.ID, Object: "container", CreatedAt: rec.CreatedAt.Unix(), Status: "running",
-		ExpiresAfter: expiresAfter{Anchor: "last_active_at", Minutes: rec.Minutes}, LastActiveAt: rec.LastActive.Unix(),
-		Name: rec.Name, MemoryLimit: rec.Memory, Network: &n}
-}
-
-func (c *Container) object() containerObject { return containerObjectOf(c.Record()) }
-
-// Record is a copy of c's Record as it is now.
+// Record is a copy of c's record as it is now.
 func (c *Container) Record() state.Container {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -92,7 +57,7 @@ func (c *Container) Record() state.Container {
 }
 
 // change applies fn to c's record and saves it.
-func (s *Server) change(ctx context.Context, c *Container, fn func(*state.Container)) {
+func (s *Server) Change(ctx context.Context, c *Container, fn func(*state.Container)) {
 	c.mu.Lock()
 	fn(&c.rec)
 	c.mu.Unlock()
@@ -135,6 +100,14 @@ func (l *Lease) Container() *Container { return l.c }
 // history.
 func (c *Container) Conversation() *conversation.Conversation { return c.conv }
 
+// FromClient reports whether the client put the file at p (relative to
+// /work) there, rather than the code.
+func (c *Container) FromClient(p string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.rec.User, p)
+}
+
 // Lease holds a container busy for a request that works in it (a turn, a
 // file's upload or download): expiry never removes a leased container.
 // The Lease is taken in the same step that finds the container (acquire,
@@ -168,11 +141,11 @@ func (l *Lease) Release(ctx context.Context) {
 
 // fileID is the id of the file at p (relative to /work), made on first
 // sight and kept for the container's life.
-func (s *Server) fileID(ctx context.Context, c *Container, p string) string {
+func (s *Server) FileID(ctx context.Context, c *Container, p string) string {
 	c.mu.Lock()
 	id, ok := c.rec.Files[p]
 	if !ok {
-		id = newID("cfile_")
+		id = NewID("cfile_")
 		if c.rec.Files == nil {
 			c.rec.Files = map[string]string{}
 		}
@@ -187,8 +160,8 @@ func (s *Server) fileID(ctx context.Context, c *Container, p string) string {
 
 // uploaded records that the client put the file at rel, relative to /work.
 func (s *Server) uploaded(ctx context.Context, c *Container, rel string) {
-	s.fileID(ctx, c, rel)
-	s.change(ctx, c, func(r *state.Container) {
+	s.FileID(ctx, c, rel)
+	s.Change(ctx, c, func(r *state.Container) {
 		if !slices.Contains(r.User, rel) {
 			r.User = append(r.User, rel)
 		}
@@ -196,7 +169,7 @@ func (s *Server) uploaded(ctx context.Context, c *Container, rel string) {
 }
 
 // pathOf is the path (relative to /work) of c's file id.
-func (c *Container) pathOf(id string) (string, bool) {
+func (c *Container) PathOf(id string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p, fid := range c.rec.Files {
@@ -207,68 +180,9 @@ func (c *Container) pathOf(id string) (string, bool) {
 	return "", false
 }
 
-// containerOptions is what a client may ask of a new container.
-type containerOptions struct {
-	Name         string         `json:"name"`
-	FileIDs      []string       `json:"file_ids"`
-	ExpiresAfter *expiresAfter  `json:"expires_after"`
-	MemoryLimit  string         `json:"memory_limit"`
-	Network      *networkPolicy `json:"network_policy"`
-}
-
-// memoryLimits are the sizes OpenAI offers, as terp's limits.
-var memoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 30, "64g": 64 << 30}
-
-// newContainer is CreateContainer for OpenAI's container options: a
-// mistake in opts is answered as a 400 by the caller, with the parameter
-// the error names.
-func (s *Server) newContainer(ctx context.Context, owner string, opts containerOptions) (*Lease, *paramError) {
-	spec := ContainerSpec{Name: opts.Name}
-	if opts.ExpiresAfter != nil {
-		if opts.ExpiresAfter.Anchor != "" && opts.ExpiresAfter.Anchor != "last_active_at" {
-			return nil, badParam("expires_after.anchor", "the only anchor is last_active_at")
-		}
-		if m := opts.ExpiresAfter.Minutes; m < 1 || m > 20*24*60 {
-			return nil, badParam("expires_after.minutes", "give between 1 and 28800 minutes")
-		}
-		spec.Minutes = opts.ExpiresAfter.Minutes
-	}
-	if opts.MemoryLimit != "" {
-		if _, ok := memoryLimits[strings.ToLower(opts.MemoryLimit)]; !ok {
-			return nil, badParam("memory_limit", "memory_limit is one of 1g, 4g, 16g, 64g")
-		}
-		spec.Memory = strings.ToLower(opts.MemoryLimit)
-	}
-	if opts.Network != nil {
-		switch opts.Network.Type {
-		case "disabled", "":
-		case "allowlist":
-			if len(opts.Network.AllowedDomains) == 0 {
-				return nil, badParam("network_policy.allowed_domains", "an allowlist names at least one domain")
-			}
-			for _, d := range opts.Network.AllowedDomains {
-				if err := egress.ValidPattern(d); err != nil {
-					return nil, badParam("network_policy.allowed_domains", err.Error())
-				}
-			}
-			spec.Network = networkPolicy{Type: "allowlist", AllowedDomains: slices.Clone(opts.Network.AllowedDomains)}
-		default:
-			return nil, badParam("network_policy.type", "network_policy.type is disabled or allowlist")
-		}
-	}
-	for _, id := range opts.FileIDs {
-		f, perr := s.storedFile(ctx, owner, id, "file_ids", fmt.Sprintf("no file found with id '%s'", id))
-		if perr != nil {
-			return nil, perr
-		}
-		spec.Files = append(spec.Files, f)
-	}
-	l, err := s.CreateContainer(ctx, owner, spec)
-	if err != nil {
-		return nil, &paramError{err: err}
-	}
-	return l, nil
-}
+// MemoryLimits are the memory limits a container may have, by the names
+// OpenAI gives them, which its record keeps.
+var MemoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 30, "64g": 64 << 30}
 
 // ContainerSpec is what a new container is made with; its zero value is a
 // container with the server's settings, no network, and OpenAI's 20
@@ -292,7 +206,7 @@ type ContainerSpec struct {
 // leased.
 func (s *Server) CreateContainer(ctx context.Context, owner string, spec ContainerSpec) (*Lease, error) {
 	now := time.Now()
-	rec := state.Container{ID: newID("cntr_"), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now, Minutes: spec.Minutes,
+	rec := state.Container{ID: NewID("cntr_"), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now, Minutes: spec.Minutes,
 		Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica}
 	if rec.Minutes == 0 {
 		rec.Minutes = defaultExpiry
@@ -316,7 +230,7 @@ func (s *Server) CreateContainer(ctx context.Context, owner string, spec Contain
 	rec.Conversation = conv.ID
 	c := &Container{ID: rec.ID, Owner: owner, conv: conv, rec: rec}
 	for _, f := range spec.Files {
-		if err := s.putFile(ctx, c, f); err != nil {
+		if err := s.PutFile(ctx, c, f); err != nil {
 			c.conv.Close(ctx)
 			return nil, err
 		}
@@ -334,7 +248,7 @@ func (s *Server) CreateContainer(ctx context.Context, owner string, spec Contain
 // own default.
 func (s *Server) containerConfig(rec state.Container) *config.Config {
 	cfg := *s.cfg.Settings
-	if n, ok := memoryLimits[rec.Memory]; ok && n != memoryLimits[memoryName(cfg.MemoryLimit)] {
+	if n, ok := MemoryLimits[rec.Memory]; ok && n != MemoryLimits[memoryName(cfg.MemoryLimit)] {
 		cfg.MemoryLimit = n
 	}
 	cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkNone), nil
@@ -347,7 +261,7 @@ func (s *Server) containerConfig(rec state.Container) *config.Config {
 // memoryName is a limit as OpenAI names it, the nearest that is not less.
 func memoryName(n int64) string {
 	for _, name := range []string{"1g", "4g", "16g", "64g"} {
-		if n <= memoryLimits[name] {
+		if n <= MemoryLimits[name] {
 			return name
 		}
 	}
@@ -356,37 +270,19 @@ func memoryName(n int64) string {
 
 // paramError is a refused request: a parameter that was wrong, or err, a
 // failure of terp's.
-type paramError struct {
-	param, message string
-	err            error
-}
-
-func badParam(param, message string) *paramError { return &paramError{param: param, message: message} }
-
 // Error is the refusal, or terp's failure.
-func (e *paramError) Error() string {
-	if e.err != nil {
-		return e.err.Error()
-	}
-	return e.message
-}
-
-func (e *paramError) Unwrap() error { return e.err }
-
-func (e *paramError) answer(w http.ResponseWriter) { writeFailure(w, e) }
-
 // putFile uploads the stored file f into c's /work.
-func (s *Server) putFile(ctx context.Context, c *Container, f state.File) error {
+func (s *Server) PutFile(ctx context.Context, c *Container, f state.File) error {
 	fh, err := s.state.OpenFile(ctx, f)
 	if err != nil {
 		return err
 	}
 	defer fh.Close()
-	return s.put(ctx, c, f.Filename, fh)
+	return s.Put(ctx, c, f.Filename, fh)
 }
 
 // put writes r to c's /work/name as the client's upload.
-func (s *Server) put(ctx context.Context, c *Container, name string, r io.Reader) error {
+func (s *Server) Put(ctx context.Context, c *Container, name string, r io.Reader) error {
 	dest, err := c.conv.Put(ctx, name, r)
 	if err != nil {
 		return err
@@ -484,9 +380,9 @@ func (s *Server) live(id string) *Container {
 	return s.containers[id]
 }
 
-// record is owner's container record: the live one's, else the stored one,
-// without opening it.
-func (s *Server) record(ctx context.Context, owner, id string) (state.Container, error) {
+// ContainerRecord is owner's container record: the live one's, else the
+// stored one, without opening it.
+func (s *Server) ContainerRecord(ctx context.Context, owner, id string) (state.Container, error) {
 	s.mu.Lock()
 	c := s.containers[id]
 	s.mu.Unlock()
@@ -496,73 +392,20 @@ func (s *Server) record(ctx context.Context, owner, id string) (state.Container,
 	return s.state.Container(ctx, owner, id)
 }
 
-func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
-	var opts containerOptions
-	if !decode(w, r, &opts) {
-		return
-	}
-	l, perr := s.newContainer(r.Context(), Owner(r), opts)
-	if perr != nil {
-		perr.answer(w)
-		return
-	}
-	l.Release(r.Context())
-	writeJSON(w, http.StatusOK, l.c.object())
-}
-
-func (s *Server) listContainers(w http.ResponseWriter, r *http.Request) {
-	owner := Owner(r)
-	recs, err := s.state.Containers(r.Context(), owner)
-	if err != nil {
-		serverError(w, err)
-		return
-	}
-	out := make([]containerObject, 0, len(recs))
-	for _, rec := range recs {
-		if live, err := s.record(r.Context(), owner, rec.ID); err == nil {
-			rec = live
-		}
-		out = append(out, containerObjectOf(rec))
-	}
-	writeJSON(w, http.StatusOK, newList(out, func(c containerObject) string { return c.ID }))
-}
-
-func (s *Server) getContainer(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.record(r.Context(), Owner(r), r.PathValue("id"))
-	if err != nil {
-		stateError(w, err, "container", r.PathValue("id"))
-		return
-	}
-	writeJSON(w, http.StatusOK, containerObjectOf(rec))
-}
-
-func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.record(r.Context(), Owner(r), r.PathValue("id"))
-	if err != nil {
-		stateError(w, err, "container", r.PathValue("id"))
-		return
-	}
-	if s.live(rec.ID) == nil && s.elsewhere(r.Context(), rec) {
-		s.forward(w, r, rec)
-		return
-	}
-	if err := s.removeContainer(r.Context(), rec); err != nil {
-		writeFailure(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, deleted{ID: rec.ID, Object: "container.deleted", Deleted: true})
-}
-
 // RemoveContainer ends owner's container id for good, with its sandbox and
 // stored conversation; one that is not owner's, or gone already, is a
-// *missingError.
+// *NotFoundError, and one open in another replica an error that Forwarded
+// takes, for the request to be forwarded there.
 func (s *Server) RemoveContainer(ctx context.Context, owner, id string) error {
-	rec, err := s.record(ctx, owner, id)
+	rec, err := s.ContainerRecord(ctx, owner, id)
 	if errors.Is(err, state.ErrNotFound) {
-		return notFoundError("container", id)
+		return &NotFoundError{Kind: "container", ID: id}
 	}
 	if err != nil {
 		return err
+	}
+	if s.live(rec.ID) == nil && s.elsewhere(ctx, rec) {
+		return &elsewhereError{rec: rec}
 	}
 	return s.removeContainer(ctx, rec)
 }
@@ -671,182 +514,18 @@ func (s *Server) expireOne(ctx context.Context, rec state.Container, now time.Ti
 	return s.remove(ctx, rec, c)
 }
 
-// containerFile is OpenAI's container file object.
-type containerFile struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Bytes       int64  `json:"bytes"`
-	ContainerID string `json:"container_id"`
-	CreatedAt   int64  `json:"created_at"`
-	Path        string `json:"path"`
-	Source      string `json:"source"`
-}
+// IsOpen reports whether the container id is open in this process, rather
+// than paused or open in another replica.
+func (s *Server) IsOpen(id string) bool { return s.live(id) != nil }
 
-func (s *Server) fileObject(ctx context.Context, c *Container, fi sandbox.FileInfo) containerFile {
-	id := s.fileID(ctx, c, fi.Path)
+// Leased reports whether a request holds a lease on the container id in
+// this process.
+func (s *Server) Leased(id string) bool {
+	c := s.live(id)
+	if c == nil {
+		return false
+	}
 	c.mu.Lock()
-	source := "assistant"
-	if slices.Contains(c.rec.User, fi.Path) {
-		source = "user"
-	}
-	c.mu.Unlock()
-	return containerFile{ID: id, Object: "container.file", Bytes: fi.Size, ContainerID: c.ID,
-		CreatedAt: fi.ModTime.Unix(), Path: path.Join(sandbox.DataDir, fi.Path), Source: source}
-}
-
-// files lists c's /work for the API.
-func (s *Server) files(ctx context.Context, c *Container) ([]containerFile, error) {
-	infos, err := c.conv.Files(ctx)
-	out := make([]containerFile, 0, len(infos))
-	for _, fi := range infos {
-		out = append(out, s.fileObject(ctx, c, fi))
-	}
-	return out, err
-}
-
-// lookupFile is c's file id, as it is now in /work.
-func (s *Server) lookupFile(ctx context.Context, c *Container, id string) (containerFile, bool, error) {
-	p, ok := c.pathOf(id)
-	if !ok {
-		return containerFile{}, false, nil
-	}
-	all, err := s.files(ctx, c)
-	if err != nil {
-		return containerFile{}, false, err
-	}
-	for _, f := range all {
-		if f.Path == path.Join(sandbox.DataDir, p) {
-			return f, true, nil
-		}
-	}
-	return containerFile{}, false, nil
-}
-
-// withContainer runs fn on the request's container, leased, answering 404
-// for one that is not the key's.
-func (s *Server) withContainer(w http.ResponseWriter, r *http.Request, fn func(*Container)) {
-	l, err := s.Acquire(r.Context(), Owner(r), r.PathValue("id"))
-	switch {
-	case s.forwarded(w, r, err):
-		return
-	case err != nil:
-		writeFailure(w, err)
-		return
-	case l == nil:
-		notFound(w, "container", r.PathValue("id"))
-		return
-	}
-	defer l.Release(r.Context())
-	fn(l.c)
-}
-
-func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request) {
-	s.withContainer(w, r, func(c *Container) {
-		var err error
-		if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
-			name, body, _, ok := s.readUpload(w, r)
-			if !ok {
-				return
-			}
-			if err = s.put(r.Context(), c, name, body); err == nil {
-				s.answerFile(w, r, c, name)
-			}
-		} else {
-			var req struct {
-				FileID string `json:"file_id"`
-			}
-			if !decode(w, r, &req) {
-				return
-			}
-			f, perr := s.storedFile(r.Context(), Owner(r), req.FileID, "file_id",
-				fmt.Sprintf("no file found with id '%s'; upload it with POST /v1/files, or send the file itself as multipart/form-data", req.FileID))
-			if perr != nil {
-				perr.answer(w)
-				return
-			}
-			if err = s.putFile(r.Context(), c, f); err == nil {
-				s.answerFile(w, r, c, f.Filename)
-			}
-		}
-		if err != nil {
-			writeFailure(w, err)
-		}
-	})
-}
-
-// answerFile answers with the container file at rel.
-func (s *Server) answerFile(w http.ResponseWriter, r *http.Request, c *Container, rel string) {
-	f, ok, err := s.lookupFile(r.Context(), c, s.fileID(r.Context(), c, rel))
-	switch {
-	case err != nil:
-		serverError(w, err)
-	case !ok:
-		serverError(w, fmt.Errorf("/work/%s is not in the container after its upload", rel))
-	default:
-		writeJSON(w, http.StatusOK, f)
-	}
-}
-
-func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request) {
-	s.withContainer(w, r, func(c *Container) {
-		files, err := s.files(r.Context(), c)
-		if err != nil && len(files) == 0 {
-			writeFailure(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, newList(files, func(f containerFile) string { return f.ID }))
-	})
-}
-
-// withContainerFile runs fn on the request's container file, answering 404
-// for one that is not there.
-func (s *Server) withContainerFile(w http.ResponseWriter, r *http.Request, fn func(*Container, containerFile)) {
-	s.withContainer(w, r, func(c *Container) {
-		f, ok, err := s.lookupFile(r.Context(), c, r.PathValue("fid"))
-		switch {
-		case err != nil:
-			writeFailure(w, err)
-		case !ok:
-			notFound(w, "container file", r.PathValue("fid"))
-		default:
-			fn(c, f)
-		}
-	})
-}
-
-func (s *Server) getContainerFile(w http.ResponseWriter, r *http.Request) {
-	s.withContainerFile(w, r, func(_ *Container, f containerFile) { writeJSON(w, http.StatusOK, f) })
-}
-
-func (s *Server) getContainerFileContent(w http.ResponseWriter, r *http.Request) {
-	s.withContainerFile(w, r, func(c *Container, f containerFile) {
-		rc, err := c.conv.ReadFile(r.Context(), f.Path)
-		if err != nil {
-			writeFailure(w, err)
-			return
-		}
-		defer rc.Close()
-		w.Header().Set("Content-Type", contentType(f.Path))
-		w.Header().Set("Content-Length", fmt.Sprint(f.Bytes))
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(w, rc)
-	})
-}
-
-func (s *Server) deleteContainerFile(w http.ResponseWriter, r *http.Request) {
-	s.withContainerFile(w, r, func(c *Container, f containerFile) {
-		if err := c.conv.RemoveFile(r.Context(), f.Path); err != nil {
-			writeFailure(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, deleted{ID: f.ID, Object: "container.file.deleted", Deleted: true})
-	})
-}
-
-// contentType is what a container file is served as, by its extension.
-func contentType(p string) string {
-	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
-		return t
-	}
-	return "application/octet-stream"
+	defer c.mu.Unlock()
+	return c.busy > 0
 }

@@ -48,9 +48,9 @@ func (s *Server) elsewhere(ctx context.Context, rec state.Container) bool {
 
 type forwardedKey struct{}
 
-// forwarded forwards r to the replica err names, if err is an
+// Forwarded forwards r to the replica err names, if err is an
 // elsewhereError, and reports whether it did (and so answered).
-func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, err error) bool {
+func (s *Server) Forwarded(w http.ResponseWriter, r *http.Request, err error) bool {
 	var e *elsewhereError
 	if !errors.As(err, &e) {
 		return false
@@ -67,7 +67,7 @@ func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, err error) bo
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec state.Container) {
 	target, err := url.Parse(rec.Replica)
 	if err != nil || target.Scheme == "" || target.Host == "" {
-		serverError(w, fmt.Errorf("container %s is open in a replica whose address %q is not a URL", rec.ID, rec.Replica))
+		s.Refuse(w, r, fmt.Errorf("container %s is open in a replica whose address %q is not a URL", rec.ID, rec.Replica))
 		return
 	}
 	proxy := &httputil.ReverseProxy{
@@ -85,15 +85,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec state.Conta
 				return // nobody to answer
 			}
 			if refusal := AsRefusal(err); refusal != nil {
-				answerRefusal(w, refusal)
+				s.Refuse(w, r, refusal)
 				return
 			}
 			s.cfg.Log.Warn("forwarding to replica", "container", rec.ID, "replica", rec.Replica, "error", err)
 			s.forget(r.Context(), rec)
 			if r.GetBody == nil && r.Body != nil && r.Body != http.NoBody {
-				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusServiceUnavailable, "server_error", "replica_unavailable",
-					fmt.Sprintf("the terp serve replica container %s was open in does not answer; send the request again", rec.ID), "")
+				s.Refuse(w, r, &UnavailableError{ContainerID: rec.ID})
 				return
 			}
 			again := r.Clone(r.Context())

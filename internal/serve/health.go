@@ -101,7 +101,7 @@ func (s *Server) readyChecks() []*readyState {
 
 // upstreamReady asks the model server for its models, with upstream's key.
 func (s *Server) upstreamReady(ctx context.Context) error {
-	url := s.upstreamURL("/models")
+	url := s.UpstreamURL("/models")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (s *Server) upstreamReady(ctx context.Context) error {
 		return fmt.Errorf("the model server does not answer: %w", err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxUpstreamBody))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("the model server answered GET %s with %s", url, resp.Status)
 	}
@@ -154,7 +154,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, code, map[string]any{"status": status, "checks": reports})
+	WriteJSON(w, code, map[string]any{"status": status, "checks": reports})
 }
 
 // healthz answers 200 while the process serves: nothing it depends on is
@@ -162,7 +162,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // down.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // health is the probes, and a /metrics that says where the metrics are:
@@ -174,8 +174,8 @@ func (s *Server) health() Protocol {
 		{Pattern: "GET /healthz", Handler: s.healthz, Public: true},
 		{Pattern: "GET /readyz", Handler: s.readyz, Public: true},
 		{Pattern: "GET /metrics", Public: true, Handler: func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
-				"terp serve's metrics have a listener of their own, without a key: start it with --metrics-listen ADDR and scrape http://ADDR/metrics.", "")
+			WriteJSON(w, http.StatusNotFound, map[string]map[string]any{"error": {"type": "invalid_request_error", "code": "unknown_url", "param": nil,
+				"message": "terp serve's metrics have a listener of their own, without a key: start it with --metrics-listen ADDR and scrape http://ADDR/metrics."}})
 		}},
 	}}
 }

@@ -1,16 +1,13 @@
 package serve
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -170,15 +167,15 @@ func (l *limiter) takeRequest(owner string) *Refusal {
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string, rt *route) (*http.Request, bool) {
 	l := s.lim
 	if refusal := l.takeRequest(owner); refusal != nil {
-		answerRefusal(w, refusal)
+		rt.proto.Refuse(w, refusal)
 		return nil, false
 	}
-	limit, refusal := l.caps.Request, tooLarge("the request body", l.caps.Request, "--max-request-size")
+	limit, refusal := l.caps.Request, TooLarge("the request body", l.caps.Request, "--max-request-size")
 	if rt.upload(r) {
-		limit, refusal = l.caps.Upload+uploadSlack, tooLarge("the upload", l.caps.Upload, "--max-upload")
+		limit, refusal = l.caps.Upload+uploadSlack, TooLarge("the upload", l.caps.Upload, "--max-upload")
 	}
 	if r.ContentLength > limit {
-		answerRefusal(w, refusal)
+		rt.proto.Refuse(w, refusal)
 		return nil, false
 	}
 	r = r.WithContext(r.Context())
@@ -188,8 +185,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string, rt 
 
 // uploadPart bounds an uploaded file to Caps.Upload, exactly, whatever the
 // request declared.
-func (s *Server) uploadPart(r io.Reader) io.Reader {
-	return &cappedReader{r: r, left: s.lim.caps.Upload, err: tooLarge("the file", s.lim.caps.Upload, "--max-upload")}
+func (s *Server) UploadPart(r io.Reader) io.Reader {
+	return &cappedReader{r: r, left: s.lim.caps.Upload, err: TooLarge("the file", s.lim.caps.Upload, "--max-upload")}
 }
 
 // cappedReader fails with err past its bound, rather than ending early: a
@@ -344,24 +341,13 @@ type run struct {
 // may. Any other error is the state's, which could not say what the key
 // used. Call done when the turn has ended, and count with its usage.
 func (s *Server) beginRun(ctx context.Context, owner string) (*run, error) {
-	if err := s.checkTokens(ctx, owner); err != nil {
+	if err := s.CheckTokens(ctx, owner); err != nil {
 		return nil, err
 	}
 	if refusal := s.lim.takeRun(); refusal != nil {
 		return nil, refusal
 	}
 	return &run{s: s, owner: owner}, nil
-}
-
-// startRun is beginRun for an OpenAI request, which it answers when the
-// turn may not start.
-func (s *Server) startRun(w http.ResponseWriter, r *http.Request) (*run, bool) {
-	u, err := s.beginRun(r.Context(), Owner(r))
-	if err != nil {
-		writeFailure(w, err)
-		return nil, false
-	}
-	return u, true
 }
 
 // takeRun holds a place under Caps.Runs, or refuses the turn at once.
@@ -388,10 +374,10 @@ func (u *run) done() {
 // count adds the tokens a turn used to its key's day, even when its client
 // has gone: the model server did the work.
 func (u *run) count(ctx context.Context, used llm.Usage) {
-	u.s.countTokens(ctx, u.owner, int64(used.PromptTokens+used.CompletionTokens))
+	u.s.CountTokens(ctx, u.owner, int64(used.PromptTokens+used.CompletionTokens))
 }
 
-func (s *Server) countTokens(ctx context.Context, owner string, tokens int64) {
+func (s *Server) CountTokens(ctx context.Context, owner string, tokens int64) {
 	if tokens <= 0 {
 		return
 	}
@@ -402,7 +388,7 @@ func (s *Server) countTokens(ctx context.Context, owner string, tokens int64) {
 
 // checkTokens refuses a turn of owner's with a *Refusal when the key has
 // used its tokens for the day; any other error is the state's.
-func (s *Server) checkTokens(ctx context.Context, owner string) error {
+func (s *Server) CheckTokens(ctx context.Context, owner string) error {
 	most := s.lim.limits(owner).TokensPerDay
 	if most <= 0 {
 		return nil
@@ -420,82 +406,4 @@ func (s *Server) checkTokens(ctx context.Context, owner string) error {
 		owner, most, used, untilMidnight(now).Round(time.Minute))
 	refusal.Final = true
 	return refusal
-}
-
-// underTokens is checkTokens for an OpenAI request: it says whether the
-// request's key has tokens left today, and answers it when it has not.
-func (s *Server) underTokens(w http.ResponseWriter, r *http.Request) bool {
-	if err := s.checkTokens(r.Context(), Owner(r)); err != nil {
-		writeFailure(w, err)
-		return false
-	}
-	return true
-}
-
-// tokenMeter reads the usage an answer passed through from upstream
-// reports, for Limits.TokensPerDay: a completion's usage, or in a stream
-// the chunk that carries it (sent with stream_options.include_usage). An
-// answer that reports none counts nothing.
-type tokenMeter struct {
-	stream bool
-	// buf is the whole answer, or the stream's line being read; past
-	// maxBody it is dropped, unread.
-	buf      []byte
-	overflow bool
-	used     llm.Usage
-}
-
-func newTokenMeter(contentType string) *tokenMeter {
-	return &tokenMeter{stream: strings.HasPrefix(contentType, "text/event-stream")}
-}
-
-func (m *tokenMeter) Write(p []byte) (int, error) {
-	if !m.stream {
-		m.keep(p)
-		return len(p), nil
-	}
-	for rest := p; len(rest) > 0; {
-		line, more, found := bytes.Cut(rest, []byte("\n"))
-		m.keep(line)
-		if !found {
-			break
-		}
-		m.line()
-		rest = more
-	}
-	return len(p), nil
-}
-
-func (m *tokenMeter) keep(p []byte) {
-	if m.overflow || len(m.buf)+len(p) > maxBody {
-		m.buf, m.overflow = nil, true
-		return
-	}
-	m.buf = append(m.buf, p...)
-}
-
-// line reads a stream's line that ended: a data line with the usage.
-func (m *tokenMeter) line() {
-	data, ok := bytes.CutPrefix(bytes.TrimSpace(m.buf), []byte("data:"))
-	if ok && !m.overflow && bytes.Contains(data, []byte(`"usage"`)) {
-		m.read(data)
-	}
-	m.buf, m.overflow = m.buf[:0], false
-}
-
-func (m *tokenMeter) read(b []byte) {
-	var chunk struct {
-		Usage *llm.Usage `json:"usage"`
-	}
-	if json.Unmarshal(b, &chunk) == nil && chunk.Usage != nil {
-		m.used = *chunk.Usage
-	}
-}
-
-// tokens are the prompt and completion tokens the answer reported.
-func (m *tokenMeter) tokens() int64 {
-	if !m.stream && !m.overflow {
-		m.read(m.buf)
-	}
-	return int64(m.used.PromptTokens + m.used.CompletionTokens)
 }

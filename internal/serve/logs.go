@@ -49,12 +49,12 @@ func noteOwner(r *http.Request, owner string) {
 // and ".-_:", nothing that could break a log line), else a new one.
 func requestID(given string) string {
 	if len(given) == 0 || len(given) > 128 {
-		return newID("req_")
+		return NewID("req_")
 	}
 	for _, r := range given {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == ':'
 		if !ok {
-			return newID("req_")
+			return NewID("req_")
 		}
 	}
 	return given

@@ -58,7 +58,7 @@ func rateLimited(kind string, retry time.Duration, format string, a ...any) *Ref
 
 // tooLarge is the 413 of a body over limit bytes, which names the flag
 // that sets it.
-func tooLarge(what string, limit int64, flag string) *Refusal {
+func TooLarge(what string, limit int64, flag string) *Refusal {
 	return &Refusal{Status: http.StatusRequestEntityTooLarge, Kind: RefusedSize,
 		Message: fmt.Sprintf("%s is over %s, the most this server takes (terp serve %s); send less", what, config.SizeText(limit), flag)}
 }

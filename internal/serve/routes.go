@@ -1,9 +1,13 @@
 package serve
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/store"
 )
 
 // Route is one endpoint a protocol serves, with what the host must know of
@@ -34,8 +38,9 @@ type Protocol struct {
 	KeyIn string
 	// Refuse answers a request the host turns away before its handler
 	// runs, in the protocol's words: err is an *UnauthorizedError, or a
-	// refusal for a limit (a rate, a size, a body too slow); nil means
-	// OpenAI's error object.
+	// refusal for a limit (a rate, a size, a body too slow), or any other
+	// error the host ended a request with (see Server.Refuse); nil means
+	// a JSON {"error": message} with the status StatusOf gives.
 	Refuse func(w http.ResponseWriter, err error)
 }
 
@@ -70,7 +75,7 @@ func (s *Server) Register(p Protocol) {
 		p.Credential = Bearer
 	}
 	if p.Refuse == nil {
-		p.Refuse = writeFailure
+		p.Refuse = refusePlainly
 	}
 	if p.KeyIn == "" {
 		p.KeyIn = "Authorization: Bearer KEY"
@@ -89,4 +94,33 @@ func (s *Server) Register(p Protocol) {
 func (s *Server) lookupRoute(r *http.Request) (*route, string) {
 	_, pattern := s.mux.Handler(r)
 	return s.routeOf[pattern], pattern
+}
+
+// StatusOf is the HTTP status of an error the host ends a request with:
+// a refusal's own, 401 without a key, 404 for what is not there, 409 for a
+// busy container, 503 when the server stopped or a replica is gone; 500
+// for anything else, a failure of terp's.
+func StatusOf(err error) int {
+	var unauthorized *UnauthorizedError
+	var missing *NotFoundError
+	var stopped *StoppedError
+	var unavailable *UnavailableError
+	switch {
+	case AsRefusal(err) != nil:
+		return AsRefusal(err).Status
+	case errors.As(err, &unauthorized):
+		return http.StatusUnauthorized
+	case errors.As(err, &missing):
+		return http.StatusNotFound
+	case errors.Is(err, conversation.ErrBusy), errors.Is(err, store.ErrBusy):
+		return http.StatusConflict
+	case errors.As(err, &stopped), errors.As(err, &unavailable):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// refusePlainly is the refusal of a protocol that gives none of its own.
+func refusePlainly(w http.ResponseWriter, err error) {
+	WriteJSON(w, StatusOf(err), map[string]string{"error": err.Error()})
 }

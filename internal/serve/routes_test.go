@@ -17,7 +17,7 @@ import (
 // protocol says, are refused in its words, and its upload route takes a
 // file larger than a request body may be.
 func TestProtocolRegistersItself(t *testing.T) {
-	ts := newTestServer(t, llmtest.New(t), func(c *Config) {
+	ts := newTestHost(t, llmtest.New(t), func(c *Config) {
 		c.Caps.Request, c.Caps.Upload = 1<<10, 1<<20
 	})
 	apiKey := func(r *http.Request) string { return r.Header.Get("X-API-Key") }
@@ -26,7 +26,7 @@ func TestProtocolRegistersItself(t *testing.T) {
 		Credential: apiKey,
 		KeyIn:      "X-API-Key",
 		Refuse: func(w http.ResponseWriter, err error) {
-			w.WriteHeader(http.StatusTeapot)
+			w.WriteHeader(StatusOf(err))
 			fmt.Fprintf(w, "echo refuses: %v", err)
 		},
 		Routes: []Route{
@@ -48,7 +48,7 @@ func TestProtocolRegistersItself(t *testing.T) {
 			{Pattern: "POST /echo/body", Handler: func(w http.ResponseWriter, r *http.Request) {
 				_, err := io.ReadAll(r.Body)
 				if err != nil {
-					writeFailure(w, err)
+					refusePlainly(w, err)
 					return
 				}
 				fmt.Fprint(w, "read")
@@ -78,23 +78,29 @@ func TestProtocolRegistersItself(t *testing.T) {
 		t.Errorf("with its key in X-API-Key: %d %q; want 200 alice", status, body)
 	}
 	bearer := http.Header{"Authorization": {"Bearer " + aliceKey}}
-	if status, body := do("GET", "/echo/whoami", bearer, nil); status != http.StatusTeapot || !strings.Contains(body, "X-API-Key") {
+	if status, body := do("GET", "/echo/whoami", bearer, nil); status != http.StatusUnauthorized || !strings.Contains(body, "echo refuses") || !strings.Contains(body, "X-API-Key") {
 		t.Errorf("with the key where another protocol sends it: %d %q; want the protocol's own refusal naming X-API-Key", status, body)
 	}
 	if status, body := do("GET", "/echo/ping", nil, nil); status != http.StatusOK || body != "pong" {
 		t.Errorf("a public route without a key: %d %q", status, body)
 	}
-	// OpenAI's routes still take their key as before, and refuse it in
-	// OpenAI's words.
-	if status, body := do("GET", "/v1/containers", key, nil); status != http.StatusUnauthorized || !strings.Contains(body, `"invalid_api_key"`) {
-		t.Errorf("OpenAI's route with an X-API-Key: %d %q; want OpenAI's 401", status, body)
+	// Another protocol, without a refusal of its own, takes its key as
+	// Bearer and refuses plainly.
+	ts.srv.Register(Protocol{Name: "plain", Routes: []Route{{Pattern: "GET /plain", Handler: func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, Owner(r))
+	}}}})
+	if status, body := do("GET", "/plain", key, nil); status != http.StatusUnauthorized || !strings.Contains(body, `"error"`) {
+		t.Errorf("a Bearer protocol's route with an X-API-Key: %d %q; want a 401", status, body)
+	}
+	if status, body := do("GET", "/plain", bearer, nil); status != http.StatusOK || body != "alice" {
+		t.Errorf("a Bearer protocol's route with its key: %d %q", status, body)
 	}
 
 	// A body over the request cap is refused; the same bytes as a file
 	// to the upload route are taken.
 	big := bytes.Repeat([]byte("x"), 64<<10)
-	if status, body := do("POST", "/echo/body", key, bytes.NewReader(big)); status != http.StatusRequestEntityTooLarge {
-		t.Errorf("a 64 KiB body over a 1 KiB cap: %d %q; want 413", status, body)
+	if status, body := do("POST", "/echo/body", key, bytes.NewReader(big)); status != http.StatusRequestEntityTooLarge || !strings.HasPrefix(body, "echo refuses") {
+		t.Errorf("a 64 KiB body over a 1 KiB cap: %d %q; want the protocol's 413", status, body)
 	}
 	var form bytes.Buffer
 	mw := multipart.NewWriter(&form)

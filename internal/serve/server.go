@@ -1,15 +1,16 @@
-// Package serve is `terp serve`: an HTTP server that speaks the OpenAI API
-// to its clients (the Responses API with the code_interpreter tool,
-// containers, files and chat completions), talks to the configured
-// open-model server upstream, and runs the code-interpreter loop in terp's
-// sandboxes through the conversation service. An app written for OpenAI's
-// hosted code interpreter works against it by changing only its base URL and
-// key.
+// Package serve is the host under `terp serve`: the HTTP server that wire
+// protocols plug into (OpenAI's API in package openaiapi; Jupyter's kernel
+// API and LibreChat's code API to come) with what they all share: the key
+// ring, limits and their refusals, containers with leases and expiry,
+// forwarding to the replica a container is open in, one turn runner for
+// model turns and one exec path for code a client wrote, probes, metrics
+// and logs. A protocol registers its routes (Register); the host knows
+// nothing of its wire format.
 //
 // A container is one terp conversation: its sandbox holds the files, its
-// history the code and outputs. Every object (file, container, response)
-// belongs to the key that made it; another key is told it does not exist.
-// Files, container records, stored responses and token usage are kept in a
+// history the code and outputs. Every container belongs to the principal
+// whose key made it; another key is told it does not exist. Files,
+// container records, stored responses and token usage are kept in a
 // state.State (terp's data directory, or PostgreSQL shared by replicas), so
 // a restarted server, or another replica, goes on with them; a container is
 // open in one process at a time (see forward.go).
@@ -17,15 +18,14 @@ package serve
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,9 +33,7 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/serve/state"
-	"github.com/terpdev/terp/internal/store"
 )
 
 // Config is what a Server is built from.
@@ -71,14 +69,6 @@ type Config struct {
 	// ExpiryTick is how often containers past their expiry are looked for
 	// (0: 30 s).
 	ExpiryTick time.Duration
-	// AliasSuffix makes a chat model named MODEL+AliasSuffix run the
-	// code interpreter on MODEL, for clients that cannot add the tool; ""
-	// means DefaultAliasSuffix.
-	AliasSuffix string
-	// Steps is where chat completions show the steps (code and output),
-	// one of StepsModes, unless a request's terp_steps says; "" means the
-	// first.
-	Steps string
 	// Metrics are the server's Prometheus metrics; nil makes new ones.
 	// See MetricsHandler and docs/serve.md.
 	Metrics *Metrics
@@ -181,39 +171,6 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// RegisterOpenAI serves OpenAI's API on the host: the Responses API with
-// the code_interpreter tool, containers, files, chat completions and the
-// model list.
-func (s *Server) RegisterOpenAI() { s.Register(s.openAI()) }
-
-func (s *Server) openAI() Protocol {
-	return Protocol{Name: "openai", Routes: []Route{
-		{Pattern: "GET /v1/models", Handler: s.listModels},
-		{Pattern: "POST /v1/files", Handler: s.createFile, Upload: true},
-		{Pattern: "GET /v1/files", Handler: s.listFiles},
-		{Pattern: "GET /v1/files/{id}", Handler: s.getFile},
-		{Pattern: "GET /v1/files/{id}/content", Handler: s.getFileContent},
-		{Pattern: "DELETE /v1/files/{id}", Handler: s.deleteFile},
-		{Pattern: "POST /v1/containers", Handler: s.createContainer},
-		{Pattern: "GET /v1/containers", Handler: s.listContainers},
-		{Pattern: "GET /v1/containers/{id}", Handler: s.getContainer},
-		{Pattern: "DELETE /v1/containers/{id}", Handler: s.deleteContainer},
-		{Pattern: "POST /v1/containers/{id}/files", Handler: s.createContainerFile, Upload: true},
-		{Pattern: "GET /v1/containers/{id}/files", Handler: s.listContainerFiles},
-		{Pattern: "GET /v1/containers/{id}/files/{fid}", Handler: s.getContainerFile},
-		{Pattern: "GET /v1/containers/{id}/files/{fid}/content", Handler: s.getContainerFileContent},
-		{Pattern: "DELETE /v1/containers/{id}/files/{fid}", Handler: s.deleteContainerFile},
-		{Pattern: "POST /v1/responses", Handler: s.createResponse},
-		{Pattern: "GET /v1/responses/{id}", Handler: s.getResponse},
-		{Pattern: "DELETE /v1/responses/{id}", Handler: s.deleteResponse},
-		{Pattern: "POST /v1/chat/completions", Handler: s.chatCompletions},
-		{Pattern: "/", Handler: func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
-				fmt.Sprintf("terp serve has no %s %s; see docs/serve.md for what it serves", r.Method, r.URL.Path), "")
-		}},
-	}}
-}
-
 // BaseContext is the context an http.Server should run the requests in,
 // for Abort to end them.
 func (s *Server) BaseContext(net.Listener) context.Context { return s.base }
@@ -226,23 +183,22 @@ func (s *Server) Abort() {
 	s.cancelBase()
 }
 
-// stoppedError is a turn's error, said plainly when Abort ended it.
+// stoppedError is a turn's error, a *StoppedError when Abort ended it.
 func (s *Server) stoppedError(err error) error {
 	if err != nil && s.aborted.Load() {
-		return fmt.Errorf("terp serve stopped before this finished (%v); the container is kept: send the request again", err)
+		return &StoppedError{cause: err}
 	}
 	return err
 }
 
-// answerStopped answers a request that Abort ended, if it did.
-func (s *Server) answerStopped(w http.ResponseWriter) bool {
-	if !s.aborted.Load() {
-		return false
+// Refuse answers err, an error the host ended r with, in the words of the
+// protocol r's route belongs to.
+func (s *Server) Refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if rt, _ := s.lookupRoute(r); rt != nil {
+		rt.proto.Refuse(w, err)
+		return
 	}
-	w.Header().Set("Retry-After", "5")
-	writeError(w, http.StatusServiceUnavailable, "server_error", "server_stopping",
-		"terp serve stopped before this request finished; the container is kept: send the request again", "")
-	return true
+	refusePlainly(w, err)
 }
 
 // Close stops the expiry loop and pauses every container's sandbox, so that
@@ -267,7 +223,7 @@ func (s *Server) close(ctx context.Context) {
 			s.cfg.Log.Warn("closing container", "container", c.ID, "warning", w)
 		}
 		// Paused: any replica may open it now.
-		s.change(ctx, c, func(r *state.Container) { r.Replica = "" })
+		s.Change(ctx, c, func(r *state.Container) { r.Replica = "" })
 	}
 	if s.cfg.State == nil {
 		_ = s.state.Close()
@@ -301,135 +257,37 @@ func (w *statusWriter) Flush() {
 }
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// apiError is OpenAI's error object.
-type apiError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
+// NotFoundError is an object that does not exist, or is another key's:
+// the two are told alike, so that no key learns of another's objects.
+type NotFoundError struct{ Kind, ID string }
 
-// writeError answers with OpenAI's error shape, which its SDKs parse.
-func writeError(w http.ResponseWriter, status int, typ, code, message, param string) {
-	e := apiError{Message: message, Type: typ}
-	if code != "" {
-		e.Code = &code
+func (e *NotFoundError) Error() string { return fmt.Sprintf("No %s found with id '%s'.", e.Kind, e.ID) }
+
+// StoppedError is a request that Abort ended: the server stopped before it
+// finished.
+type StoppedError struct{ cause error }
+
+func (e *StoppedError) Error() string {
+	if e.cause == nil {
+		return "terp serve stopped before this request finished; the container is kept: send the request again"
 	}
-	if param != "" {
-		e.Param = &param
-	}
-	writeJSON(w, status, map[string]apiError{"error": e})
+	return fmt.Sprintf("terp serve stopped before this finished (%v); the container is kept: send the request again", e.cause)
 }
 
-// answerRefusal answers a refusal as OpenAI answers its own: a 429's type
-// names what ran out and its code is rate_limit_exceeded, which the SDKs
-// retry after Retry-After (in seconds, rounded up, and in Retry-After-Ms)
-// unless X-Should-Retry says not to; a body over its size or too slow is an
-// invalid request, with a code that says which.
-func answerRefusal(w http.ResponseWriter, r *Refusal) {
-	if r.RetryAfter > 0 {
-		secs := int64(math.Ceil(r.RetryAfter.Seconds()))
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		ms := (r.RetryAfter + time.Millisecond - 1) / time.Millisecond
-		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64(ms), 10))
-	}
-	if r.Final {
-		w.Header().Set("X-Should-Retry", "false")
-	}
-	f := failure(r)
-	writeError(w, f.status, f.typ, f.code, f.message, "")
+func (e *StoppedError) Unwrap() error { return e.cause }
+
+// UnavailableError is a request for a container whose replica does not
+// answer, which could not be run here instead (its body was an upload,
+// read already): the client should send it again.
+type UnavailableError struct{ ContainerID string }
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("the terp serve replica container %s was open in does not answer; send the request again", e.ContainerID)
 }
 
-// badRequest is a 400 naming the parameter that was wrong.
-func badRequest(w http.ResponseWriter, param, format string, a ...any) {
-	writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf(format, a...), param)
-}
-
-// notFound is the 404 of an object that does not exist, or is another key's.
-func notFound(w http.ResponseWriter, kind, id string) { writeFailure(w, notFoundError(kind, id)) }
-
-// missingError is an object that does not exist, or is another key's.
-type missingError struct{ kind, id string }
-
-func notFoundError(kind, id string) error { return &missingError{kind: kind, id: id} }
-
-func (e *missingError) Error() string { return fmt.Sprintf("No %s found with id '%s'.", e.kind, e.id) }
-
-// serverError is a failure of terp's own (the sandbox, the disk).
-func serverError(w http.ResponseWriter, err error) {
-	writeError(w, http.StatusInternalServerError, "server_error", "", err.Error(), "")
-}
-
-// writeFailure answers a request that err ended, before anything else was
-// sent, with the status failure gives it; a refusal with its Retry-After.
-func writeFailure(w http.ResponseWriter, err error) {
-	if refusal := AsRefusal(err); refusal != nil {
-		answerRefusal(w, refusal)
-		return
-	}
-	f := failure(err)
-	writeError(w, f.status, f.typ, f.code, f.message, f.param)
-}
-
-// failed is an error as OpenAI's clients are told it.
-type failed struct {
-	status                    int
-	typ, code, message, param string
-}
-
-// failure classifies an error that ended a request: the one classification
-// of every answer, whole or streamed, turn or not. What is the client's
-// doing is a 4xx, the model server's a 4xx or 502 by what it said, and
-// anything else terp's own failure, a 500.
-func failure(err error) failed {
-	var perr *paramError
-	var input *conversation.InputError
-	var upstream *llm.Error
-	var missing *missingError
-	var unauthorized *UnauthorizedError
-	switch {
-	case errors.As(err, &unauthorized):
-		return failed{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key", message: err.Error()}
-	case errors.As(err, &missing):
-		return failed{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found", message: missing.Error()}
-	case AsRefusal(err) != nil:
-		// OpenAI's rate limits name what ran out in the error's type.
-		r := AsRefusal(err)
-		f := failed{status: r.Status, typ: r.Kind, code: "rate_limit_exceeded", message: r.Message}
-		switch r.Kind {
-		case RefusedSize:
-			f.typ, f.code = "invalid_request_error", "request_too_large"
-		case RefusedTimeout:
-			f.typ, f.code = "invalid_request_error", "request_timeout"
-		}
-		return f
-	case errors.As(err, &perr) && perr.err == nil:
-		return failed{status: http.StatusBadRequest, typ: "invalid_request_error", message: perr.message, param: perr.param}
-	case errors.As(err, &input):
-		return failed{status: http.StatusBadRequest, typ: "invalid_request_error", message: err.Error()}
-	case errors.Is(err, conversation.ErrBusy):
-		return failed{status: http.StatusConflict, typ: "invalid_request_error", code: "container_busy", message: err.Error()}
-	case errors.Is(err, store.ErrBusy):
-		return failed{status: http.StatusConflict, typ: "invalid_request_error", code: "container_busy",
-			message: "the container is open in another terp serve process; retry in a moment"}
-	case errors.As(err, &upstream):
-		f := failed{message: err.Error()}
-		switch upstream.Kind {
-		case llm.KindContextLength:
-			f.status, f.typ, f.code = http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
-		case llm.KindRateLimited:
-			f.status, f.typ, f.code = http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded"
-		case llm.KindModelNotFound:
-			f.status, f.typ, f.code = http.StatusNotFound, "invalid_request_error", "model_not_found"
-		default:
-			f.status, f.typ, f.code = http.StatusBadGateway, "upstream_error", "upstream_"+strings.ReplaceAll(upstream.Kind.String(), " ", "_")
-		}
-		return f
-	}
-	return failed{status: http.StatusInternalServerError, typ: "server_error", message: err.Error()}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON answers v as JSON, as every protocol's JSON answers are
+// written: no HTML escapes, which would garble code and output.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
@@ -437,53 +295,39 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// maxBody bounds an answer from upstream that terp reads whole (the model
-// list); a client's request body is bounded by Caps.Request.
-const maxBody = 8 << 20
+// MaxUpstreamBody bounds an answer from the model server that terp reads
+// whole (the model list); a client's request body is bounded by
+// Caps.Request.
+const MaxUpstreamBody = 8 << 20
 
-// decode reads a JSON request body into v, refusing what is not JSON or is
-// too large (Handler bounds every body), with a message that says so.
-// Handler keeps the body for a forward (replayable).
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	b, err := io.ReadAll(r.Body)
-	if err == nil {
-		err = json.Unmarshal(b, v)
-	}
-	if err != nil {
-		if refusal := AsRefusal(err); refusal != nil {
-			answerRefusal(w, refusal)
-		} else {
-			badRequest(w, "", "the request body is not the JSON this endpoint takes: %v", err)
-		}
-		return false
-	}
-	return true
+// UpstreamURL is the model server's endpoint p.
+func (s *Server) UpstreamURL(p string) string {
+	return strings.TrimRight(s.cfg.Settings.BaseURL, "/") + p
 }
 
-// list is OpenAI's list object.
-type list[T any] struct {
-	Object  string  `json:"object"`
-	Data    []T     `json:"data"`
-	HasMore bool    `json:"has_more"`
-	FirstID *string `json:"first_id"`
-	LastID  *string `json:"last_id"`
+// NewID is a new object's id: prefix and 128 random bits, which no client
+// can guess.
+func NewID(prefix string) string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return prefix + hex.EncodeToString(b)
 }
 
-func newList[T any](data []T, id func(T) string) list[T] {
-	l := list[T]{Object: "list", Data: data}
-	if l.Data == nil {
-		l.Data = []T{}
-	}
-	if len(data) > 0 {
-		first, last := id(data[0]), id(data[len(data)-1])
-		l.FirstID, l.LastID = &first, &last
-	}
-	return l
-}
+// State is where the server keeps its files, containers, responses and
+// usage.
+func (s *Server) State() state.State { return s.state }
 
-// deleted is what a DELETE answers.
-type deleted struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Deleted bool   `json:"deleted"`
-}
+// Settings are the defaults every container starts from: upstream's base
+// URL and model, the sandbox, its limits.
+func (s *Server) Settings() *config.Config { return s.cfg.Settings }
+
+// Upstream is the client requests to the model server go through.
+func (s *Server) Upstream() *http.Client { return s.cfg.Upstream }
+
+// Log is the server's log.
+func (s *Server) Log() *slog.Logger { return s.cfg.Log }
+
+// Caps are the bounds of the whole server.
+func (s *Server) Caps() Caps { return s.lim.caps }

@@ -15,82 +15,86 @@ import (
 // A model turn runs the same way whichever protocol asked for it: admitted
 // under the run cap and the key's tokens, in a leased container, observed
 // for the metrics and the logs, counted, and answered by a sink that
-// renders its events in the protocol's words. runTurn is that one way; a
-// protocol brings a modelTurn (how to find its container, what to ask) and
-// a turnSink (how to answer).
+// renders its events in the protocol's words. RunTurn is that one way; a
+// protocol brings a ModelTurn (how to find its container, what to ask) and
+// a TurnSink (how to answer).
 
-// turnSink renders one turn's events as a protocol answers them.
-type turnSink interface {
-	// handle is the turn's send function: each event as it happens.
-	handle(agent.Event)
-	// end sets down the turn's outcome, its failure among them (see
-	// failure): a stream's last events, or what answer writes.
-	end(turn conversation.Turn, err error)
-	// answer writes what end set down, for an answer that was not
+// TurnSink renders one turn's events as a protocol answers them.
+type TurnSink interface {
+	// Handle is the turn's send function: each event as it happens.
+	Handle(agent.Event)
+	// End sets down the turn's outcome, its failure among them: a
+	// stream's last events, or what Answer writes.
+	End(turn conversation.Turn, err error)
+	// Answer writes what End set down, for an answer that was not
 	// streamed; a stream has been answered already.
-	answer(w http.ResponseWriter)
-	// streaming reports whether the answer's status has been sent, so
+	Answer(w http.ResponseWriter)
+	// Streaming reports whether the answer's status has been sent, so
 	// that a failure can no longer be told by a status.
-	streaming() bool
+	Streaming() bool
 }
 
-// modelTurn is what a protocol hands runTurn.
-type modelTurn struct {
-	// open finds or makes the turn's container, leased. Its error is the
-	// request's answer; an *elsewhereError forwards the request to the
-	// replica the container is open in.
-	open func(ctx context.Context) (*Lease, error)
-	// ready readies the leased container for the turn (the files the
+// ModelTurn is what a protocol hands RunTurn.
+type ModelTurn struct {
+	// Open finds or makes the turn's container, leased. Its error is the
+	// request's answer, in the route's protocol's words (Refuse); one
+	// that Forwarded takes forwards the request to the replica the
+	// container is open in.
+	Open func(ctx context.Context) (*Lease, error)
+	// Ready readies the leased container for the turn (the files the
 	// request attaches, headers) and returns what to ask and the sink
 	// that answers.
-	ready func(ctx context.Context, c *Container) (conversation.TurnRequest, turnSink, error)
-	// after records what the protocol keeps of a turn that ran, before it
+	Ready func(ctx context.Context, c *Container) (conversation.TurnRequest, TurnSink, error)
+	// After records what the protocol keeps of a turn that ran, before it
 	// is answered; a turn refused as busy ran nothing and is not recorded.
-	after func(ctx context.Context, c *Container, turn conversation.Turn)
+	After func(ctx context.Context, c *Container, turn conversation.Turn)
 }
 
-// runTurn runs one model turn for r and answers it.
-func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, mt modelTurn) {
+// RunTurn runs one model turn for r and answers it.
+func (s *Server) RunTurn(w http.ResponseWriter, r *http.Request, mt ModelTurn) {
 	ctx, owner := r.Context(), Owner(r)
-	run, ok := s.startRun(w, r)
-	if !ok {
+	run, err := s.beginRun(ctx, owner)
+	if err != nil {
+		s.Refuse(w, r, err)
 		return
 	}
 	defer run.done()
-	l, err := mt.open(ctx)
+	l, err := mt.Open(ctx)
 	if err != nil {
 		run.done() // the turn runs elsewhere, or not at all
-		if !s.forwarded(w, r, err) {
-			writeFailure(w, err)
+		if !s.Forwarded(w, r, err) {
+			s.Refuse(w, r, err)
 		}
 		return
 	}
 	defer l.Release(ctx)
-	req, sink, err := mt.ready(ctx, l.c)
+	req, sink, err := mt.Ready(ctx, l.c)
 	if err != nil {
-		writeFailure(w, err)
+		s.Refuse(w, r, err)
 		return
 	}
-	req.Send = s.observeTurn(ctx, l.c, sink.handle)
+	req.Send = s.observeTurn(ctx, l.c, sink.Handle)
 	turn, err := l.c.conv.Turn(ctx, req)
 	s.turnDone(ctx, owner, turn, err)
 	run.count(ctx, turn.Result.Usage)
 	err = s.stoppedError(err)
 	if ctx.Err() != nil {
 		// Stopped by Abort, or the client went away: a stream is told
-		// why, if anyone still reads it; an answer not yet begun is a 503.
-		if sink.streaming() {
-			sink.end(turn, err)
-		} else {
-			s.answerStopped(w)
+		// why, if anyone still reads it; an answer not yet begun is
+		// refused, if Abort stopped it (else nobody is there to hear).
+		switch {
+		case sink.Streaming():
+			sink.End(turn, err)
+		case s.aborted.Load():
+			s.Refuse(w, r, &StoppedError{})
 		}
 		return
 	}
-	sink.end(turn, err)
-	if mt.after != nil && !errors.Is(err, conversation.ErrBusy) {
-		mt.after(ctx, l.c, turn)
+	sink.End(turn, err)
+	if mt.After != nil && !errors.Is(err, conversation.ErrBusy) {
+		mt.After(ctx, l.c, turn)
 	}
-	sink.answer(w)
+	sink.Answer(w)
 }
 
 // Exec runs code a protocol's client wrote itself, with no model, in a
@@ -124,16 +128,16 @@ func (s *Server) Exec(ctx context.Context, l *Lease, code string, onOutput func(
 	return res, err
 }
 
-// sseWriter writes server-sent events, the one stream writer of every
+// SSE writes server-sent events, the one stream writer of every
 // protocol's streamed answers.
-type sseWriter struct {
+type SSE struct {
 	w http.ResponseWriter
 	f http.Flusher
 }
 
-// startSSE sends a stream's status and headers; false when the connection
+// StartSSE sends a stream's status and headers; false when the connection
 // cannot stream.
-func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
+func StartSSE(w http.ResponseWriter) (*SSE, bool) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		return nil, false
@@ -141,11 +145,11 @@ func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, f: f}, true
+	return &SSE{w: w, f: f}, true
 }
 
-// send writes v as one event's data, named event unless that is "".
-func (s *sseWriter) send(event string, v any) {
+// Send writes v as one event's data, named event unless that is "".
+func (s *SSE) Send(event string, v any) {
 	b, _ := json.Marshal(v)
 	if event != "" {
 		fmt.Fprintf(s.w, "event: %s\n", event)
@@ -154,8 +158,8 @@ func (s *sseWriter) send(event string, v any) {
 	s.f.Flush()
 }
 
-// done ends a stream as OpenAI's chat completions do.
-func (s *sseWriter) done() {
+// Done ends a stream as OpenAI's chat completions do.
+func (s *SSE) Done() {
 	fmt.Fprint(s.w, "data: [DONE]\n\n")
 	s.f.Flush()
 }

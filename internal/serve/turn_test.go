@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/openai/openai-go/v3"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/terpdev/terp/internal/kernel"
@@ -22,15 +21,15 @@ import (
 // more than a model would be shown, counted in the metrics as a model's
 // runs are, and held to the server's run cap.
 func TestExecPathStreamsEveryByte(t *testing.T) {
-	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.Caps.Runs = 1 })
+	ts := newTestHost(t, llmtest.New(t), func(c *Config) { c.Caps.Runs = 1 })
 	ts.srv.Register(Protocol{Name: "exec", Routes: []Route{{Pattern: "POST /exec/{id}", Handler: func(w http.ResponseWriter, r *http.Request) {
 		l, err := ts.srv.Acquire(r.Context(), Owner(r), r.PathValue("id"))
 		switch {
 		case err != nil:
-			writeFailure(w, err)
+			refusePlainly(w, err)
 			return
 		case l == nil:
-			notFound(w, "container", r.PathValue("id"))
+			refusePlainly(w, &NotFoundError{Kind: "container", ID: r.PathValue("id")})
 			return
 		}
 		defer l.Release(r.Context())
@@ -48,7 +47,7 @@ func TestExecPathStreamsEveryByte(t *testing.T) {
 		})
 		if err != nil {
 			if !started {
-				writeFailure(w, err)
+				refusePlainly(w, err)
 			}
 			return
 		}
@@ -58,11 +57,7 @@ func TestExecPathStreamsEveryByte(t *testing.T) {
 		fmt.Fprintf(w, "EXIT %d\n", res.ExitCode)
 	}}}})
 
-	alice := ts.client(aliceKey)
-	made, err := alice.Containers.New(ctx(t), openai.ContainerNewParams{Name: "exec"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	made := ts.create(t, "exec")
 	post := func(key, id, code string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx(t), "POST", ts.URL+"/exec/"+id, strings.NewReader(code))
@@ -118,7 +113,7 @@ func TestExecPathStreamsEveryByte(t *testing.T) {
 	capped := post(aliceKey, made.ID, "print(1)")
 	b, _ := io.ReadAll(capped.Body)
 	capped.Body.Close()
-	if capped.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"runs"`) {
+	if capped.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), "--max-runs") {
 		t.Errorf("a run over the run cap: %d %s; want 429 runs", capped.StatusCode, b)
 	}
 	(&run{s: ts.srv}).done()

@@ -1,10 +1,9 @@
-package serve
+package openaiapi
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
 	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
@@ -32,13 +32,13 @@ import (
 // conversation store, as replicas on PostgreSQL do.
 type replica struct {
 	hs  *httptest.Server
-	srv *Server
+	srv *serve.Server
 }
 
 // newReplicas starts n servers sharing one state, one conversation store
 // and one sandbox backend (the one machine stands for remote sandboxes),
 // each with its Config changed by change.
-func newReplicas(t *testing.T, s *llmtest.Server, n int, change ...func(*Config)) ([]*replica, state.State) {
+func newReplicas(t *testing.T, s *llmtest.Server, n int, change ...func(*serve.Config)) ([]*replica, state.State) {
 	t.Helper()
 	dir := terptest.TempDir(t)
 	st, err := store.Open(filepath.Join(dir, "data"))
@@ -66,16 +66,16 @@ func newReplicas(t *testing.T, s *llmtest.Server, n int, change ...func(*Config)
 		})
 		hs := httptest.NewUnstartedServer(nil)
 		hs.Start()
-		sc := Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
-			Keys: map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+		sc := serve.Config{Conversations: svc, Settings: cfg, State: shared, Replica: hs.URL,
+			Keys: map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
 		for _, f := range change {
 			f(&sc)
 		}
-		srv, err := New(sc)
+		srv, err := serve.New(sc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv.RegisterOpenAI()
+		Register(srv, Options{})
 		hs.Config.Handler = srv.Handler()
 		r := &replica{hs: hs, srv: srv}
 		t.Cleanup(func() { r.stop() })
@@ -145,7 +145,7 @@ func TestReplicasShareContainers(t *testing.T) {
 	if got := ask(b, first.ID, "And x+1?"); got.OutputText() != "x+1 is 42" {
 		t.Fatalf("through b: %q", got.OutputText())
 	}
-	if b.srv.live(cntr) != nil || a.srv.live(cntr) == nil {
+	if b.srv.IsOpen(cntr) || !a.srv.IsOpen(cntr) {
 		t.Fatal("the container moved to b instead of being forwarded to a")
 	}
 	bc := b.client(aliceKey)
@@ -186,7 +186,7 @@ func TestReplicasShareContainers(t *testing.T) {
 	if got := ask(b, first.ID, "What does the note say?"); got.OutputText() != "the note says kept" {
 		t.Fatalf("after a died: %q", got.OutputText())
 	}
-	if b.srv.live(cntr) == nil {
+	if !b.srv.IsOpen(cntr) {
 		t.Error("b did not take the container over")
 	}
 	if rec, _ := shared.Container(ctx(t), "alice", cntr); rec.Replica != b.hs.URL {
@@ -241,7 +241,7 @@ func TestReplicasForwardChatCompletions(t *testing.T) {
 	if rec, err := shared.Container(ctx(t), "alice", cntr); err != nil || rec.Replica != a.hs.URL {
 		t.Errorf("the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
 	}
-	if b.srv.live(cntr) != nil || a.srv.live(cntr) == nil {
+	if b.srv.IsOpen(cntr) || !a.srv.IsOpen(cntr) {
 		t.Error("the container moved to b instead of being forwarded to a")
 	}
 }
@@ -267,7 +267,7 @@ func TestReplicasClientFailureKeepsTheReplica(t *testing.T) {
 	// b refuses smaller uploads than a, so that its refusal, not a's
 	// answer, ends the forward.
 	n := 0
-	reps, shared := newReplicas(t, s, 2, func(c *Config) {
+	reps, shared := newReplicas(t, s, 2, func(c *serve.Config) {
 		if n++; n == 2 {
 			c.Caps.Upload = 1 << 10
 		}
@@ -295,12 +295,8 @@ func TestReplicasClientFailureKeepsTheReplica(t *testing.T) {
 	}
 	// a ends the turn given up on; the container is busy until then.
 	deadline := time.Now().Add(time.Minute)
-	leased := func(c *Container) bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.busy > 0
-	}
-	for c := a.srv.live(cntr); c != nil && leased(c); time.Sleep(10 * time.Millisecond) {
+	for a.srv.Leased(cntr) {
+		time.Sleep(10 * time.Millisecond)
 		if time.Now().After(deadline) {
 			t.Fatal("a did not end the turn given up on")
 		}
@@ -323,27 +319,5 @@ func TestReplicasClientFailureKeepsTheReplica(t *testing.T) {
 	}
 	if rec, err := shared.Container(ctx(t), "alice", other.ID); err != nil || rec.Replica != a.hs.URL {
 		t.Errorf("after an upload was refused, the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
-	}
-}
-
-// A body a handler read in part, or whole, is forwarded whole, as often
-// as it is asked for (a forward, then the run here when the replica did
-// not answer).
-func TestReplayableBodyIsWholeAgain(t *testing.T) {
-	srv := &Server{mux: http.NewServeMux()}
-	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model": "m"}`))
-	head := make([]byte, 5)
-	srv.replayable(r, &route{})
-	if _, err := io.ReadFull(r.Body, head); err != nil || string(head) != `{"mod` {
-		t.Fatalf("read %q, %v", head, err)
-	}
-	for range 2 {
-		again, _ := r.GetBody()
-		if b, err := io.ReadAll(again); err != nil || string(b) != `{"model": "m"}` {
-			t.Errorf("GetBody gave %q, %v", b, err)
-		}
-	}
-	if rest, _ := io.ReadAll(r.Body); string(rest) != `el": "m"}` {
-		t.Errorf("the handler's body went on with %q", rest)
 	}
 }

@@ -1,4 +1,4 @@
-package serve_test
+package openaiapi_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
-	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/openaiapi"
 )
 
 // answerFromOutput answers with what the code printed: if the tool path is
@@ -120,9 +120,9 @@ func TestChatWithTheToolComputesTheAnswerInTheSandbox(t *testing.T) {
 			if got.Usage.TotalTokens != 220 || got.Usage.PromptTokens != 200 {
 				t.Errorf("usage = %+v, want the two model requests' 200+20 tokens", got.Usage)
 			}
-			cid := resp.Get(serve.ContainerHeader)
+			cid := resp.Get(openaiapi.ContainerHeader)
 			if status, _ := env.get(aliceKey, env.http.URL+"/v1/containers/"+cid); !strings.HasPrefix(cid, "cntr_") || status != http.StatusOK {
-				t.Errorf("%s = %q, and GET of it answered %d", serve.ContainerHeader, cid, status)
+				t.Errorf("%s = %q, and GET of it answered %d", openaiapi.ContainerHeader, cid, status)
 			}
 			reqs := upstream.Requests()
 			if len(reqs) != 2 || !strings.Contains(reqs[0].LastUser(), "What is 6 times 7?") || len(reqs[0].Tools) == 0 {
@@ -147,15 +147,15 @@ func TestChatFollowUpInTheContainerSeesWhatTheFirstLeft(t *testing.T) {
 			env := newChatEnv(t, sb, upstream, chatOptions{})
 			c := env.client(aliceKey)
 			_, resp := chatNew(t, c, openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Remember 41.")}, codeInterpreter)
-			cid := resp.Get(serve.ContainerHeader)
+			cid := resp.Get(openaiapi.ContainerHeader)
 
 			msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Remember 41."), openai.AssistantMessage("Done."), openai.UserMessage("What was it, plus one?")}
 			got, resp2 := chatNew(t, c, openai.ChatCompletionNewParams{Model: "test-model", Messages: msgs},
-				codeInterpreter, option.WithHeader(serve.ContainerHeader, cid))
+				codeInterpreter, option.WithHeader(openaiapi.ContainerHeader, cid))
 			if msg := got.Choices[0].Message.Content; msg != "The code says: "+want {
 				t.Errorf("content = %q, want what the first turn left: %q", msg, want)
 			}
-			if again := resp2.Get(serve.ContainerHeader); again != cid {
+			if again := resp2.Get(openaiapi.ContainerHeader); again != cid {
 				t.Errorf("the follow-up ran in %q, not in %q", again, cid)
 			}
 			reqs := upstream.Requests()
@@ -207,13 +207,13 @@ func TestChatAliasModelRunsTheCodeInterpreter(t *testing.T) {
 			t.Run(sb.name+"/"+tc.model, func(t *testing.T) {
 				code := sb.print("from the alias")
 				upstream := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(code)), answerFromOutput(t))
-				env := newChatEnv(t, sb, upstream, chatOptions{serve: func(c *serve.Config) { c.AliasSuffix = tc.suffix }})
+				env := newChatEnv(t, sb, upstream, chatOptions{api: openaiapi.Options{AliasSuffix: tc.suffix}})
 				got, resp := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: tc.model, Messages: userMessages("Say it.")})
 				if msg := got.Choices[0].Message.Content; msg != "The code says: from the alias" {
 					t.Errorf("content = %q", msg)
 				}
-				if got.Model != tc.model || resp.Get(serve.ContainerHeader) == "" {
-					t.Errorf("model %q and container %q; want the alias back, and a container", got.Model, resp.Get(serve.ContainerHeader))
+				if got.Model != tc.model || resp.Get(openaiapi.ContainerHeader) == "" {
+					t.Errorf("model %q and container %q; want the alias back, and a container", got.Model, resp.Get(openaiapi.ContainerHeader))
 				}
 				if reqs := upstream.Requests(); reqs[0].Model != "test-model" || len(reqs[0].Tools) == 0 || reqs[0].Tools[0].Function.Name != "run_python" {
 					t.Errorf("upstream was asked for model %q with %d tools; want test-model with run_python", reqs[0].Model, len(reqs[0].Tools))
@@ -253,7 +253,7 @@ func TestChatStreamShowsTheStepsAsTheyHappen(t *testing.T) {
 			if s.finish != "stop" || s.usage == nil || s.usage.TotalTokens != 220 {
 				t.Errorf("finish_reason %q, usage %+v", s.finish, s.usage)
 			}
-			if !strings.HasPrefix(s.header.Get(serve.ContainerHeader), "cntr_") || s.header.Get("Content-Type") != "text/event-stream" {
+			if !strings.HasPrefix(s.header.Get(openaiapi.ContainerHeader), "cntr_") || s.header.Get("Content-Type") != "text/event-stream" {
 				t.Errorf("headers: %v", s.header)
 			}
 		})
@@ -274,17 +274,17 @@ func TestChatStepsModes(t *testing.T) {
 					opts := chatOptions{}
 					reqOpts := []option.RequestOption{codeInterpreter}
 					if by == "server" {
-						opts.serve = func(c *serve.Config) { c.Steps = mode }
+						opts.api.Steps = mode
 					} else {
 						// The server's default says otherwise; the request wins.
-						opts.serve = func(c *serve.Config) { c.Steps = "none" }
+						opts.api.Steps = "none"
 						reqOpts = append(reqOpts, option.WithJSONSet("terp_steps", mode))
 					}
 					env := newChatEnv(t, sb, upstream, opts)
 					c := env.client(aliceKey)
 					params := openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Show it.")}
 					got, resp := chatNew(t, c, params, reqOpts...)
-					s := chatStream(t, c, params, nil, append(reqOpts, option.WithHeader(serve.ContainerHeader, resp.Get(serve.ContainerHeader)))...)
+					s := chatStream(t, c, params, nil, append(reqOpts, option.WithHeader(openaiapi.ContainerHeader, resp.Get(openaiapi.ContainerHeader)))...)
 
 					msg := got.Choices[0].Message
 					for _, r := range []struct{ how, content, reasoning string }{
@@ -322,7 +322,7 @@ func TestChatFilesTheCodeSavedAreLinked(t *testing.T) {
 			env := newChatEnv(t, sb, upstream, chatOptions{})
 			got, resp := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Chart it.")}, codeInterpreter)
 			content := got.Choices[0].Message.Content
-			prefix := regexp.QuoteMeta(env.http.URL + "/v1/containers/" + resp.Get(serve.ContainerHeader) + "/files/")
+			prefix := regexp.QuoteMeta(env.http.URL + "/v1/containers/" + resp.Get(openaiapi.ContainerHeader) + "/files/")
 			report := regexp.MustCompile(`(?m)^\[report\.txt\]\((` + prefix + `cfile_\w+/content)\)$`).FindStringSubmatch(content)
 			chart := regexp.MustCompile(`(?m)^!\[chart\.png\]\((` + prefix + `cfile_\w+/content)\)$`).FindStringSubmatch(content)
 			if !strings.HasPrefix(content, "Here they are.\n\n") || report == nil || chart == nil {
@@ -363,10 +363,10 @@ func TestChatContainerOfAnotherKeyIsNotFound(t *testing.T) {
 			upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Hello, Alice.")))
 			env := newChatEnv(t, sb, upstream, chatOptions{})
 			_, resp := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Hi.")}, codeInterpreter)
-			for key, id := range map[string]string{bobKey: resp.Get(serve.ContainerHeader), aliceKey: "cntr_0000"} {
+			for key, id := range map[string]string{bobKey: resp.Get(openaiapi.ContainerHeader), aliceKey: "cntr_0000"} {
 				c := env.client(key)
 				_, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Hi.")},
-					codeInterpreter, option.WithHeader(serve.ContainerHeader, id))
+					codeInterpreter, option.WithHeader(openaiapi.ContainerHeader, id))
 				var apiErr *openai.Error
 				if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || !strings.Contains(apiErr.Message, id) {
 					t.Errorf("container %s: err = %v, want a 404 naming it", id, err)
@@ -402,7 +402,7 @@ func TestChatBusyContainerIsRefused(t *testing.T) {
 			if resp == nil {
 				t.Fatalf("the stream did not start: %v", stream.Err())
 			}
-			_, err := c.Chat.Completions.New(t.Context(), params, codeInterpreter, option.WithHeader(serve.ContainerHeader, resp.Header.Get(serve.ContainerHeader)))
+			_, err := c.Chat.Completions.New(t.Context(), params, codeInterpreter, option.WithHeader(openaiapi.ContainerHeader, resp.Header.Get(openaiapi.ContainerHeader)))
 			close(release)
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict {
@@ -448,8 +448,8 @@ func TestChatWithoutTheToolPassesThrough(t *testing.T) {
 					got, resp := chatNew(t, c, params, weather)
 					content, header = got.Choices[0].Message.Content, resp
 				}
-				if content != "Hello from upstream, as it is." || header.Get(serve.ContainerHeader) != "" {
-					t.Errorf("content %q, container %q; want upstream's answer, no container", content, header.Get(serve.ContainerHeader))
+				if content != "Hello from upstream, as it is." || header.Get(openaiapi.ContainerHeader) != "" {
+					t.Errorf("content %q, container %q; want upstream's answer, no container", content, header.Get(openaiapi.ContainerHeader))
 				}
 				sent := env.sent.requests()
 				if len(sent) != 1 || !bytes.Equal(sent[0].body, sentByClient.requests()[0].body) {

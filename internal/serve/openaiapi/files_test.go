@@ -1,4 +1,4 @@
-package serve
+package openaiapi
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
 	"github.com/terpdev/terp/internal/terptest"
 )
@@ -40,7 +41,7 @@ func TestFileStateFailuresAreServerErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &syncBuffer{}
-	ts := newTestServer(t, llmtest.New(t, llmtest.Fixed(llmtest.Answer("hi"))), func(c *Config) {
+	ts := newTestServer(t, llmtest.New(t, llmtest.Fixed(llmtest.Answer("hi"))), func(c *serve.Config) {
 		c.State, c.Log = brokenFiles{dir}, slog.New(slog.NewTextHandler(log, nil))
 	})
 	alice := ts.client(aliceKey)

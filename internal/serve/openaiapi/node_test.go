@@ -1,4 +1,4 @@
-package serve
+package openaiapi
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 
 // nodeSDK is the npm package of client.mjs, an app written for OpenAI with
 // the official Node SDK; the MCP Inspector test (internal/cli) shares it.
-const nodeSDK = "../../testdata/node"
+const nodeSDK = "../../../testdata/node"
 
 // nodeReport is one line client.mjs prints: what the app saw in one flow.
 // Each flow fills the fields it has.

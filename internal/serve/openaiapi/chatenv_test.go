@@ -1,4 +1,4 @@
-package serve_test
+package openaiapi_test
 
 import (
 	"bytes"
@@ -27,6 +27,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox/local"
 	"github.com/terpdev/terp/internal/sandbox/memory"
 	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/openaiapi"
 	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
 )
@@ -85,7 +86,7 @@ type chatEnv struct {
 
 // chatOptions change a chatEnv before its server starts.
 type chatOptions struct {
-	serve    func(*serve.Config)
+	api      openaiapi.Options
 	settings func(*config.Config)
 }
 
@@ -130,14 +131,11 @@ func newChatEnv(t *testing.T, sb chatSandbox, upstream *llmtest.Server, opts cha
 	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: t.TempDir(),
 		Keys:     map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
 		Upstream: &http.Client{Transport: sent}}
-	if opts.serve != nil {
-		opts.serve(&sc)
-	}
 	srv, err := serve.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.RegisterOpenAI()
+	openaiapi.Register(srv, opts.api)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()

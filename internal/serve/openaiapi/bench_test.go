@@ -1,4 +1,4 @@
-package serve
+package openaiapi
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/memory"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/store"
 )
 
@@ -60,11 +61,11 @@ func BenchmarkGateway(b *testing.B) {
 		b.Run(kind+"/serve", func(b *testing.B) {
 			s := llmtest.New(b, script(b.N+1)...)
 			svc, cfg := benchService(b, s)
-			srv, err := New(Config{Conversations: svc, Settings: cfg, DataDir: b.TempDir(), NoAuth: true})
+			srv, err := serve.New(serve.Config{Conversations: svc, Settings: cfg, DataDir: b.TempDir(), NoAuth: true})
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv.RegisterOpenAI()
+			Register(srv, Options{})
 			hs := httptest.NewServer(srv.Handler())
 			defer func() { hs.Close(); srv.Close(context.Background()) }()
 			prev := ""

@@ -1,9 +1,7 @@
-package serve
+package openaiapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,18 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
 )
-
-// newID is an unguessable id with OpenAI's prefix for its kind: 128 random
-// bits, so that knowing one id tells nothing of another.
-func newID(prefix string) string {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return prefix + hex.EncodeToString(b)
-}
 
 // fileObject is OpenAI's file object.
 type fileObject struct {
@@ -46,7 +35,7 @@ func fileObjectOf(f state.File) fileObject {
 // readUpload takes the file of a multipart upload (field "file"), with its
 // name, bounded by Caps.Upload; it answers the client itself when there is
 // none.
-func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.Reader, fields map[string]string, ok bool) {
+func (s *api) readUpload(w http.ResponseWriter, r *http.Request) (name string, body io.Reader, fields map[string]string, ok bool) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		badRequest(w, "file", "upload the file as multipart/form-data with a field named file: %v", err)
@@ -59,7 +48,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (name string
 			badRequest(w, "file", "the upload has no field named file")
 			return "", nil, nil, false
 		}
-		if refusal := AsRefusal(err); refusal != nil {
+		if refusal := serve.AsRefusal(err); refusal != nil {
 			answerRefusal(w, refusal)
 			return "", nil, nil, false
 		}
@@ -72,14 +61,14 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (name string
 			if name == "." || name == ".." || name == "/" || name == "" || strings.ContainsRune(name, 0) {
 				name = "upload"
 			}
-			return name, s.uploadPart(part), fields, true
+			return name, s.UploadPart(part), fields, true
 		}
 		b, _ := io.ReadAll(io.LimitReader(part, 4096))
 		fields[part.FormName()] = string(b)
 	}
 }
 
-func (s *Server) createFile(w http.ResponseWriter, r *http.Request) {
+func (s *api) createFile(w http.ResponseWriter, r *http.Request) {
 	name, body, fields, ok := s.readUpload(w, r)
 	if !ok {
 		return
@@ -88,20 +77,20 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request) {
 	if purpose == "" {
 		purpose = "user_data"
 	}
-	f := state.File{ID: newID("file-"), Owner: Owner(r), Filename: name, Purpose: purpose, CreatedAt: time.Now()}
+	f := state.File{ID: serve.NewID("file-"), Owner: serve.Owner(r), Filename: name, Purpose: purpose, CreatedAt: time.Now()}
 	upload := &readError{r: body}
-	f, err := s.state.PutFile(r.Context(), f, upload, s.lim.caps.Upload)
+	f, err := s.State().PutFile(r.Context(), f, upload, s.Caps().Upload)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, fileObjectOf(f))
-	case upload.err != nil && AsRefusal(upload.err) != nil: // too large, or too slow
-		answerRefusal(w, AsRefusal(upload.err))
+	case upload.err != nil && serve.AsRefusal(upload.err) != nil: // too large, or too slow
+		answerRefusal(w, serve.AsRefusal(upload.err))
 	case upload.err != nil:
 		badRequest(w, "file", "cannot read the upload: %v", upload.err)
 	case errors.Is(err, state.ErrTooLarge):
-		answerRefusal(w, tooLarge("the file", s.lim.caps.Upload, "--max-upload"))
+		answerRefusal(w, serve.TooLarge("the file", s.Caps().Upload, "--max-upload"))
 	default:
-		s.cfg.Log.WarnContext(r.Context(), "storing a file", "file", f.ID, "error", err)
+		s.Log().WarnContext(r.Context(), "storing a file", "file", f.ID, "error", err)
 		serverError(w, fmt.Errorf("cannot store file %s: %v", f.ID, err))
 	}
 }
@@ -126,20 +115,20 @@ func (r *readError) Read(p []byte) (int, error) {
 // One that is not there (or is another key's) is the client's mistake,
 // answered 400 with notThere; any other failure is terp's own, answered
 // 500 with its cause (told, not classified again: %v), and logged.
-func (s *Server) storedFile(ctx context.Context, owner, id, param, notThere string) (state.File, *paramError) {
-	f, err := s.state.File(ctx, owner, id)
+func (s *api) storedFile(ctx context.Context, owner, id, param, notThere string) (state.File, *paramError) {
+	f, err := s.State().File(ctx, owner, id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return f, badParam(param, notThere)
 	case err != nil:
-		s.cfg.Log.WarnContext(ctx, "reading a stored file", "file", id, "error", err)
+		s.Log().WarnContext(ctx, "reading a stored file", "file", id, "error", err)
 		return f, &paramError{err: fmt.Errorf("cannot read file %s: %v", id, err)}
 	}
 	return f, nil
 }
 
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
-	files, err := s.state.Files(r.Context(), Owner(r))
+func (s *api) listFiles(w http.ResponseWriter, r *http.Request) {
+	files, err := s.State().Files(r.Context(), serve.Owner(r))
 	if err != nil {
 		serverError(w, err)
 		return
@@ -151,8 +140,8 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, newList(out, func(f fileObject) string { return f.ID }))
 }
 
-func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
-	f, err := s.state.File(r.Context(), Owner(r), r.PathValue("id"))
+func (s *api) getFile(w http.ResponseWriter, r *http.Request) {
+	f, err := s.State().File(r.Context(), serve.Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "file", r.PathValue("id"))
 		return
@@ -160,13 +149,13 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, fileObjectOf(f))
 }
 
-func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) {
-	f, err := s.state.File(r.Context(), Owner(r), r.PathValue("id"))
+func (s *api) getFileContent(w http.ResponseWriter, r *http.Request) {
+	f, err := s.State().File(r.Context(), serve.Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "file", r.PathValue("id"))
 		return
 	}
-	rc, err := s.state.OpenFile(r.Context(), f)
+	rc, err := s.State().OpenFile(r.Context(), f)
 	if err != nil {
 		serverError(w, err)
 		return
@@ -179,9 +168,9 @@ func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, rc)
 }
 
-func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+func (s *api) deleteFile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.state.DeleteFile(r.Context(), Owner(r), id); err != nil {
+	if err := s.State().DeleteFile(r.Context(), serve.Owner(r), id); err != nil {
 		stateError(w, err, "file", id)
 		return
 	}

@@ -1,10 +1,9 @@
-package serve
+package openaiapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +25,7 @@ import (
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
 )
@@ -40,11 +40,11 @@ const (
 // scripted model s, over real HTTP.
 type testServer struct {
 	*httptest.Server
-	srv   *Server
+	srv   *serve.Server
 	store store.Store
 }
 
-func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *testServer {
+func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*serve.Config)) *testServer {
 	t.Helper()
 	dir := terptest.TempDir(t)
 	st, err := store.Open(filepath.Join(dir, "data"))
@@ -64,16 +64,16 @@ func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*Config)) *te
 			return llm.New(llm.Config{BaseURL: c.BaseURL, Stream: c.Stream})
 		},
 	})
-	sc := Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys: map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
+		Keys: map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
 	for _, ch := range change {
 		ch(&sc)
 	}
-	srv, err := New(sc)
+	srv, err := serve.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.RegisterOpenAI()
+	Register(srv, Options{})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()
@@ -234,7 +234,7 @@ func TestResponsesStreaming(t *testing.T) {
 	}{{"upstream streams", true, 2}, {"upstream whole", false, 1}} {
 		t.Run(upstream.name, func(t *testing.T) {
 			s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print(2 ** 10)")), answerFromTool("It is "))
-			ts := newTestServer(t, s, func(c *Config) { c.Settings.Stream = upstream.stream })
+			ts := newTestServer(t, s, func(c *serve.Config) { c.Settings.Stream = upstream.stream })
 			client := ts.client(aliceKey)
 			stream := client.Responses.NewStreaming(ctx(t), responses.ResponseNewParams{
 				Model: "test-model",
@@ -590,62 +590,9 @@ func TestResponsesFunctionToolPassesThrough(t *testing.T) {
 	}
 }
 
-// A container unused for its expires_after minutes is removed with its
-// sandbox and conversation; one a response is running in is not.
-func TestContainersExpire(t *testing.T) {
-	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.ExpiryTick = 10 * time.Millisecond })
-	client := ts.client(aliceKey)
-	old, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "old",
-		ExpiresAfter: openai.ContainerNewParamsExpiresAfter{Anchor: "last_active_at", Minutes: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "busy",
-		ExpiresAfter: openai.ContainerNewParamsExpiresAfter{Anchor: "last_active_at", Minutes: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := func(id string) *Container {
-		l, err := ts.srv.Acquire(ctx(t), "alice", id)
-		if err != nil || l == nil {
-			t.Fatalf("container %s: %v", id, err)
-		}
-		l.Release(ctx(t))
-		return l.c
-	}
-	oldConv := live(old.ID).conv.ID
-	// A response runs in busy: it holds a lease.
-	if _, err := ts.srv.Acquire(ctx(t), "alice", busy.ID); err != nil {
-		t.Fatal(err)
-	}
-	// Both were last used two minutes ago; a response runs in busy.
-	for _, id := range []string{old.ID, busy.ID} {
-		c := live(id)
-		if _, err := c.conv.Put(ctx(t), "kept.txt", strings.NewReader("x")); err != nil {
-			t.Fatal(err)
-		}
-		c.mu.Lock()
-		c.rec.LastActive = time.Now().Add(-2 * time.Minute)
-		c.mu.Unlock()
-	}
-	stored := func() bool { _, err := ts.store.Load(oldConv); return err == nil }
-	recorded := func() bool { _, err := ts.srv.record(ctx(t), "alice", old.ID); return err == nil }
-	for deadline := time.Now().Add(30 * time.Second); recorded() || stored(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the expired container was never removed with its conversation (stored: %v)", stored())
-		}
-	}
-	if _, err := client.Containers.Get(ctx(t), old.ID); err == nil {
-		t.Error("the expired container is still served")
-	}
-	if _, err := client.Containers.Get(ctx(t), busy.ID); err != nil {
-		t.Errorf("the busy container expired: %v", err)
-	}
-}
-
 // A key may hold only so many live containers; past it, it is told why.
 func TestContainerCap(t *testing.T) {
-	ts := newTestServer(t, llmtest.New(t), func(c *Config) {
+	ts := newTestServer(t, llmtest.New(t), func(c *serve.Config) {
 		for k, key := range c.Keys {
 			key.Limits.Containers = 2
 			c.Keys[k] = key
@@ -664,81 +611,5 @@ func TestContainerCap(t *testing.T) {
 	}
 	if _, err := bob.Containers.New(ctx(t), openai.ContainerNewParams{Name: "bob's"}); err != nil {
 		t.Errorf("another key is held to alice's cap: %v", err)
-	}
-}
-
-// A response still finishing in a container that was deleted meanwhile
-// does not save the container's record back: the container stays gone.
-func TestDeletedContainerStaysGone(t *testing.T) {
-	ts := newTestServer(t, llmtest.New(t))
-	client := ts.client(aliceKey)
-	made, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: "short-lived"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ts.srv.Acquire(ctx(t), "alice", made.ID) // a response running in it
-	if err != nil || l == nil {
-		t.Fatalf("container: %v", err)
-	}
-	c := l.c
-	if err := client.Containers.Delete(ctx(t), made.ID); err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.savedActive = time.Time{} // its end would save the record
-	c.mu.Unlock()
-	l.Release(ctx(t))
-	if _, err := ts.srv.state.Container(ctx(t), "alice", made.ID); err == nil {
-		t.Fatal("the deleted container's record was saved back by the response that ended in it")
-	}
-	if _, err := client.Containers.Get(ctx(t), made.ID); err == nil {
-		t.Error("the deleted container is served again")
-	}
-}
-
-// A request that finds a container holds it: expiry, running at the same
-// moment, either removes the container before it is found (and the request
-// is told it does not exist) or leaves it alone until the lease is given
-// back. Never is a found container removed under the request.
-func TestLeaseRacesExpiry(t *testing.T) {
-	ts := newTestServer(t, llmtest.New(t), func(c *Config) { c.ExpiryTick = time.Hour })
-	client := ts.client(aliceKey)
-	for round := range 20 {
-		made, err := client.Containers.New(ctx(t), openai.ContainerNewParams{Name: fmt.Sprint("race-", round),
-			ExpiresAfter: openai.ContainerNewParamsExpiresAfter{Anchor: "last_active_at", Minutes: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Every container is past its expiry as the two race.
-		later := time.Now().Add(2 * time.Minute)
-		found := make(chan *Lease, 1)
-		go func() {
-			l, err := ts.srv.Acquire(ctx(t), "alice", made.ID)
-			if err != nil {
-				t.Error(err)
-			}
-			found <- l
-		}()
-		ts.srv.expire(later)
-		l := <-found
-		if l == nil {
-			continue // expiry came first
-		}
-		// Expiry again, now that the lease is surely held: it must wait.
-		ts.srv.expire(later)
-		l.c.saveMu.Lock()
-		removed := l.c.removed
-		l.c.saveMu.Unlock()
-		if removed {
-			t.Fatalf("round %d: the container was removed while a request held it", round)
-		}
-		if _, err := l.c.conv.Files(ctx(t)); err != nil {
-			t.Fatalf("round %d: the leased container's sandbox is gone: %v", round, err)
-		}
-		l.Release(ctx(t))
-		ts.srv.expire(time.Now().Add(2 * time.Minute))
-		if ts.srv.live(made.ID) != nil {
-			t.Fatalf("round %d: the container outlived its expiry once its lease was given back", round)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package serve
+package openaiapi
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/memory"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
 	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
@@ -43,16 +44,18 @@ import (
 // obsServer is terp serve with its API and its metrics listener.
 type obsServer struct {
 	api, ops *httptest.Server
-	srv      *Server
-	backend  *flakyBackend
-	log      *syncBuffer
+	srv      *serve.Server
+	// cfg is what srv was made with.
+	cfg     serve.Config
+	backend *flakyBackend
+	log     *syncBuffer
 }
 
 // obsOptions change an obsServer before it starts.
 type obsOptions struct {
 	// debug logs at debug level with Config.LogDebug.
 	debug bool
-	serve func(*Config)
+	serve func(*serve.Config)
 }
 
 func newObsServer(t *testing.T, upstreamURL string, opts obsOptions) *obsServer {
@@ -65,7 +68,7 @@ func newObsServer(t *testing.T, upstreamURL string, opts obsOptions) *obsServer 
 	backend := &flakyBackend{Backend: memory.New(memory.Config{Programs: map[string]memory.Program{"python3": memory.PythonStandIn}})}
 	cfg := config.Default()
 	cfg.BaseURL, cfg.Model, cfg.Sandbox, cfg.ExecMode, cfg.IdlePause = upstreamURL, "test-model", "memory", "script", 0
-	metrics := NewMetrics()
+	metrics := serve.NewMetrics()
 	svc := conversation.New(conversation.Deps{
 		Store:      st,
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
@@ -78,21 +81,21 @@ func newObsServer(t *testing.T, upstreamURL string, opts obsOptions) *obsServer 
 	if opts.debug {
 		level = slog.LevelDebug
 	}
-	sc := Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys:     map[string]Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
+	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
+		Keys:     map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
 		Metrics:  metrics,
-		Ready:    []ReadyCheck{SandboxCheck(backend)},
+		Ready:    []serve.ReadyCheck{serve.SandboxCheck(backend)},
 		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: level})),
 		LogDebug: opts.debug}
 	if opts.serve != nil {
 		opts.serve(&sc)
 	}
-	srv, err := New(sc)
+	srv, err := serve.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.RegisterOpenAI()
-	o := &obsServer{api: httptest.NewServer(srv.Handler()), ops: httptest.NewServer(srv.MetricsHandler()), srv: srv, backend: backend, log: log}
+	Register(srv, Options{})
+	o := &obsServer{api: httptest.NewServer(srv.Handler()), ops: httptest.NewServer(srv.MetricsHandler()), srv: srv, cfg: sc, backend: backend, log: log}
 	t.Cleanup(func() {
 		o.api.Close()
 		o.ops.Close()
@@ -261,7 +264,7 @@ func TestMetricsCountAResponse(t *testing.T) {
 // as paused.
 func TestMetricsCountFailuresAndPausedContainers(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("exit 1")), llmtest.Fixed(llmtest.Answer("It failed.")))
-	o := newObsServer(t, s.BaseURL(), obsOptions{serve: func(c *Config) { c.Settings.IdlePause = 20 * time.Millisecond }})
+	o := newObsServer(t, s.BaseURL(), obsOptions{serve: func(c *serve.Config) { c.Settings.IdlePause = 20 * time.Millisecond }})
 	first := o.ask(t, "Fail, please.")
 
 	fams := o.scrape(t)
@@ -318,7 +321,7 @@ func TestMetricsCountContainersThatCannotOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := llmtest.New(t)
-	a := newObsServer(t, up.BaseURL(), obsOptions{serve: func(c *Config) { c.State = st }})
+	a := newObsServer(t, up.BaseURL(), obsOptions{serve: func(c *serve.Config) { c.State = st }})
 	resp, err := http.DefaultClient.Do(authorized(t, "POST", a.api.URL+"/v1/containers", `{"name": "kept"}`, aliceKey))
 	if err != nil {
 		t.Fatal(err)
@@ -331,12 +334,12 @@ func TestMetricsCountContainersThatCannotOpen(t *testing.T) {
 	}
 	a.srv.Close(context.Background())
 
-	b, err := New(Config{Conversations: a.srv.cfg.Conversations, Settings: a.srv.cfg.Settings, State: st,
-		Keys: map[string]Principal{aliceKey: {Name: "alice"}}})
+	b, err := serve.New(serve.Config{Conversations: a.cfg.Conversations, Settings: a.cfg.Settings, State: st,
+		Keys: map[string]serve.Principal{aliceKey: {Name: "alice"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.RegisterOpenAI()
+	Register(b, Options{})
 	api, ops := httptest.NewServer(b.Handler()), httptest.NewServer(b.MetricsHandler())
 	t.Cleanup(func() {
 		api.Close()
@@ -363,12 +366,12 @@ func TestMetricsCountContainersThatCannotOpen(t *testing.T) {
 func TestMetricsLeaveForwardedRequestsOut(t *testing.T) {
 	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer peer.Close()
-	m := NewMetrics()
+	m := serve.NewMetrics()
 	hc := &http.Client{Transport: m.Transport(nil)}
 	for _, forwarded := range []bool{true, false} {
 		req, _ := http.NewRequest("GET", peer.URL+"/v1/models", nil)
 		if forwarded {
-			req.Header.Set(ForwardedHeader, "replica-b")
+			req.Header.Set(serve.ForwardedHeader, "replica-b")
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -384,7 +387,7 @@ func TestMetricsLeaveForwardedRequestsOut(t *testing.T) {
 	}
 }
 
-// Two servers in one process count apart, and one Metrics serves one
+// Two servers in one process count apart, and one serve.Metrics serves one
 // server only.
 func TestMetricsPerServer(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print 1")), answerFromTool(""))
@@ -394,7 +397,7 @@ func TestMetricsPerServer(t *testing.T) {
 	if m := metric(b.scrape(t), "terp_http_requests_total", map[string]string{"route": "POST /v1/responses", "code": "200"}); m != nil {
 		t.Errorf("the other server counted the request: %v", m)
 	}
-	_, err := New(Config{Conversations: a.srv.cfg.Conversations, Settings: a.srv.cfg.Settings, DataDir: t.TempDir(), NoAuth: true, Metrics: a.srv.metrics})
+	_, err := serve.New(serve.Config{Conversations: a.cfg.Conversations, Settings: a.cfg.Settings, DataDir: t.TempDir(), NoAuth: true, Metrics: a.cfg.Metrics})
 	if err == nil || !strings.Contains(err.Error(), "one per Server") {
 		t.Errorf("a second server on the same Metrics: %v", err)
 	}
@@ -459,7 +462,7 @@ func TestReadyz(t *testing.T) {
 		upstream string
 		// breakIt runs after the server starts.
 		breakIt func(o *obsServer)
-		serve   func(*Config)
+		serve   func(*serve.Config)
 		failing string
 		why     string
 	}{
@@ -469,7 +472,7 @@ func TestReadyz(t *testing.T) {
 			// Root writes in a read-only directory; nobody writes in a
 			// directory that became a file.
 			breakIt: func(o *obsServer) {
-				dir := o.srv.cfg.DataDir
+				dir := o.cfg.DataDir
 				if err := os.RemoveAll(dir); err != nil {
 					t.Fatal(err)
 				}
@@ -478,7 +481,7 @@ func TestReadyz(t *testing.T) {
 				}
 			}},
 		{name: "state refuses writes", upstream: up.BaseURL(), failing: "store", why: "the database refuses writes",
-			serve: func(c *Config) {
+			serve: func(c *serve.Config) {
 				st, err := state.OpenDir(t.TempDir())
 				if err != nil {
 					t.Fatal(err)
@@ -525,7 +528,7 @@ func TestReadyz(t *testing.T) {
 func TestReadyzCachesCostlyChecks(t *testing.T) {
 	var mu sync.Mutex
 	runs := 0
-	costly := ReadyCheck{Name: "costly", Every: time.Hour, Check: func(context.Context) error {
+	costly := serve.ReadyCheck{Name: "costly", Every: time.Hour, Check: func(context.Context) error {
 		mu.Lock()
 		runs++
 		mu.Unlock()
@@ -533,7 +536,7 @@ func TestReadyzCachesCostlyChecks(t *testing.T) {
 		return nil
 	}}
 	up := llmtest.New(t)
-	o := newObsServer(t, up.BaseURL(), obsOptions{serve: func(c *Config) { c.Ready = []ReadyCheck{costly} }})
+	o := newObsServer(t, up.BaseURL(), obsOptions{serve: func(c *serve.Config) { c.Ready = []serve.ReadyCheck{costly} }})
 	var wg sync.WaitGroup
 	codes := make([]int, 5)
 	for i := range codes {
@@ -599,7 +602,7 @@ func TestLogsRequestID(t *testing.T) {
 	s := llmtest.New(t, llmtest.Fixed(llmtest.RunPython("print 1")), answerFromTool(""))
 	o := newObsServer(t, s.BaseURL(), obsOptions{})
 	var header http.Header
-	o.ask(t, "One?", option.WithHeader(RequestIDHeader, "trace-42.a:b_c"),
+	o.ask(t, "One?", option.WithHeader(serve.RequestIDHeader, "trace-42.a:b_c"),
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			resp, err := next(r)
 			if resp != nil {
@@ -607,7 +610,7 @@ func TestLogsRequestID(t *testing.T) {
 			}
 			return resp, err
 		}))
-	if got := header.Get(RequestIDHeader); got != "trace-42.a:b_c" {
+	if got := header.Get(serve.RequestIDHeader); got != "trace-42.a:b_c" {
 		t.Errorf("X-Request-Id = %q, want the client's", got)
 	}
 	lines := 0
@@ -622,13 +625,13 @@ func TestLogsRequestID(t *testing.T) {
 
 	for _, given := range []string{"", "two words", strings.Repeat("x", 129), `say "hi"`, "key=value"} {
 		req := authorized(t, "GET", o.api.URL+"/v1/files", "", aliceKey)
-		req.Header.Set(RequestIDHeader, given)
+		req.Header.Set(serve.RequestIDHeader, given)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if got := resp.Header.Get(RequestIDHeader); !strings.HasPrefix(got, "req_") || len(got) != len("req_")+32 {
+		if got := resp.Header.Get(serve.RequestIDHeader); !strings.HasPrefix(got, "req_") || len(got) != len("req_")+32 {
 			t.Errorf("for X-Request-Id %q the answer's is %q, want one of terp's", given, got)
 		}
 	}

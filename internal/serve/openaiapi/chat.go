@@ -1,4 +1,4 @@
-package serve
+package openaiapi
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
 )
 
@@ -98,10 +99,10 @@ type chatUsage struct {
 // tool, or a model named with the alias suffix, terp runs the loop and
 // answers with one assistant message; any other request goes to the model
 // server upstream as it is.
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+func (s *api) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		if refusal := AsRefusal(err); refusal != nil {
+		if refusal := serve.AsRefusal(err); refusal != nil {
 			answerRefusal(w, refusal)
 		} else {
 			badRequest(w, "", "cannot read the request body: %v", err)
@@ -120,9 +121,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	model, alias := strings.CutSuffix(req.Model, s.aliasSuffix())
 	alias = alias && model != ""
 	if !tool && !alias {
-		if s.underTokens(w, r) {
-			s.passthrough(w, r, body)
+		if err := s.CheckTokens(r.Context(), serve.Owner(r)); err != nil {
+			writeFailure(w, err)
+			return
 		}
+		s.passthrough(w, r, body)
 		return
 	}
 	for i, t := range req.Tools {
@@ -138,19 +141,19 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // aliasSuffix is the configured suffix, or the default.
-func (s *Server) aliasSuffix() string {
-	if s.cfg.AliasSuffix != "" {
-		return s.cfg.AliasSuffix
+func (s *api) aliasSuffix() string {
+	if s.opts.AliasSuffix != "" {
+		return s.opts.AliasSuffix
 	}
 	return DefaultAliasSuffix
 }
 
 // runChat runs one turn of the loop for a chat completion request, with
 // model upstream ("" keeps the container's).
-func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, model string) {
+func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, model string) {
 	steps := req.TerpSteps
 	if steps == "" {
-		steps = s.cfg.Steps
+		steps = s.opts.Steps
 	}
 	if steps == "" {
 		steps = StepsModes[0]
@@ -159,15 +162,15 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 		badRequest(w, "terp_steps", "terp_steps is one of %s, not %q", strings.Join(StepsModes, ", "), steps)
 		return
 	}
-	owner, id := Owner(r), newID("chatcmpl-")
+	owner, id := serve.Owner(r), serve.NewID("chatcmpl-")
 	named := r.Header.Get(ContainerHeader)
 	question, perr := chatQuestion(req.Messages, named != "")
 	if perr != nil {
 		perr.answer(w)
 		return
 	}
-	s.runTurn(w, r, modelTurn{
-		open: func(ctx context.Context) (*Lease, error) {
+	s.RunTurn(w, r, serve.ModelTurn{
+		Open: func(ctx context.Context) (*serve.Lease, error) {
 			if named == "" {
 				l, perr := s.newContainer(ctx, owner, containerOptions{})
 				if perr != nil {
@@ -181,26 +184,26 @@ func (s *Server) runChat(w http.ResponseWriter, r *http.Request, req *chatReques
 			}
 			return l, err
 		},
-		ready: func(ctx context.Context, c *Container) (conversation.TurnRequest, turnSink, error) {
+		Ready: func(ctx context.Context, c *serve.Container) (conversation.TurnRequest, serve.TurnSink, error) {
 			if req.Model == "" { // and so model too: the container's goes on
-				req.Model = c.conv.Info().Model
+				req.Model = c.Conversation().Info().Model
 			}
 			// Sent with every answer, errors too: the container exists, and
 			// a client can go on in it.
 			w.Header().Set(ContainerHeader, c.ID)
 			ct := &chatTurn{w: w, c: c, steps: steps, baseURL: baseURL(r), stream: req.Stream,
-				fileID: func(p string) string { return s.fileID(ctx, c, p) },
+				fileID: func(p string) string { return s.FileID(ctx, c, p) },
 				usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 				head:   chatCompletion{ID: id, Created: time.Now().Unix(), Model: req.Model}}
 			// The model comes with the turn, so that no other request on
 			// the container comes between them.
 			return conversation.TurnRequest{Question: question, Model: model}, ct, nil
 		},
-		after: func(ctx context.Context, c *Container, _ conversation.Turn) {
+		After: func(ctx context.Context, c *serve.Container, _ conversation.Turn) {
 			// The history is this completion's now, not that of the
 			// response that ran last: a response that names that one
 			// rewinds to it.
-			s.change(ctx, c, func(rec *state.Container) { rec.Last = id })
+			s.Change(ctx, c, func(rec *state.Container) { rec.Last = id })
 		},
 	})
 }
@@ -278,7 +281,7 @@ func chatText(raw json.RawMessage, param string) (string, *paramError) {
 // of runTurn.
 type chatTurn struct {
 	w       http.ResponseWriter
-	c       *Container
+	c       *serve.Container
 	steps   string
 	baseURL string
 	// fileID is the id of a file of the container's /work.
@@ -289,7 +292,7 @@ type chatTurn struct {
 
 	mu sync.Mutex
 	// sse is the stream, once its status and first chunk were sent.
-	sse *sseWriter
+	sse *serve.SSE
 	// shown is the steps so far, for an answer that is not streamed; tail
 	// is the end of what was shown in the steps' field, to separate the
 	// next block from it.
@@ -301,7 +304,7 @@ type chatTurn struct {
 }
 
 // handle is the turn's send function.
-func (ct *chatTurn) handle(e agent.Event) {
+func (ct *chatTurn) Handle(e agent.Event) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	switch e := e.(type) {
@@ -365,14 +368,14 @@ func (ct *chatTurn) start() {
 	if ct.sse != nil || !ct.stream {
 		return
 	}
-	if ct.sse, ct.stream = startSSE(ct.w); ct.sse == nil {
+	if ct.sse, ct.stream = serve.StartSSE(ct.w); ct.sse == nil {
 		return
 	}
 	empty := ""
 	ct.chunk(&chatReply{Role: "assistant", Content: &empty}, nil, nil)
 }
 
-func (ct *chatTurn) streaming() bool {
+func (ct *chatTurn) Streaming() bool {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	return ct.sse != nil
@@ -388,12 +391,12 @@ func (ct *chatTurn) chunk(delta *chatReply, finish *string, usage *chatUsage) {
 		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish}}
 	}
 	c.Usage = usage
-	ct.sse.send("", c)
+	ct.sse.Send("", c)
 }
 
 // end sets down the answer, with a link to each file the code saved, or
 // the error that ended the turn: sent, when streaming.
-func (ct *chatTurn) end(turn conversation.Turn, err error) {
+func (ct *chatTurn) End(turn conversation.Turn, err error) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	res := turn.Result
@@ -407,7 +410,7 @@ func (ct *chatTurn) end(turn conversation.Turn, err error) {
 		if f.code != "" {
 			e.Code = &f.code
 		}
-		ct.sse.send("", map[string]apiError{"error": e})
+		ct.sse.Send("", map[string]apiError{"error": e})
 		return
 	}
 	answer := res.Answer
@@ -434,7 +437,7 @@ func (ct *chatTurn) end(turn conversation.Turn, err error) {
 		if ct.usage {
 			ct.chunk(nil, nil, u)
 		}
-		ct.sse.done()
+		ct.sse.Done()
 		return
 	}
 	msg := &chatReply{Role: "assistant"}
@@ -453,7 +456,7 @@ func (ct *chatTurn) end(turn conversation.Turn, err error) {
 }
 
 // answer writes the answer that was not streamed.
-func (ct *chatTurn) answer(w http.ResponseWriter) {
+func (ct *chatTurn) Answer(w http.ResponseWriter) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	switch {
@@ -545,13 +548,13 @@ func lastBytes(s string, n int) string {
 }
 
 // upstreamURL is the model server's endpoint p.
-func (s *Server) upstreamURL(p string) string {
-	return strings.TrimRight(s.cfg.Settings.BaseURL, "/") + p
+func (s *api) upstreamURL(p string) string {
+	return strings.TrimRight(s.Settings().BaseURL, "/") + p
 }
 
 // upstreamRequest is a request to the model server, with its key: never the
 // client's, which is a key of terp's.
-func (s *Server) upstreamRequest(r *http.Request, method, url string, body []byte) (*http.Request, error) {
+func (s *api) upstreamRequest(r *http.Request, method, url string, body []byte) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(r.Context(), method, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -562,7 +565,7 @@ func (s *Server) upstreamRequest(r *http.Request, method, url string, body []byt
 	if a := r.Header.Get("Accept"); a != "" {
 		req.Header.Set("Accept", a)
 	}
-	if key, _ := s.cfg.Settings.APIKey(); key != "" {
+	if key, _ := s.Settings().APIKey(); key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	return req, nil
@@ -576,14 +579,14 @@ func unreachable(w http.ResponseWriter, url string, err error) {
 
 // passthrough sends a chat completion request to the model server as it
 // came, and its answer back as it arrives, streamed or not.
-func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, body []byte) {
+func (s *api) passthrough(w http.ResponseWriter, r *http.Request, body []byte) {
 	url := s.upstreamURL("/chat/completions")
 	req, err := s.upstreamRequest(r, http.MethodPost, url, body)
 	if err != nil {
 		serverError(w, err)
 		return
 	}
-	resp, err := s.cfg.Upstream.Do(req)
+	resp, err := s.Upstream().Do(req)
 	if err != nil {
 		if r.Context().Err() == nil {
 			unreachable(w, url, err)
@@ -598,7 +601,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	w.WriteHeader(resp.StatusCode)
 	meter := newTokenMeter(resp.Header.Get("Content-Type"))
-	defer func() { s.countTokens(r.Context(), Owner(r), meter.tokens()) }()
+	defer func() { s.CountTokens(r.Context(), serve.Owner(r), meter.tokens()) }()
 	f, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	for {
@@ -620,20 +623,20 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, body []byte
 
 // listModels serves GET /v1/models: the model server's models, and for each
 // its alias that runs the code interpreter.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+func (s *api) listModels(w http.ResponseWriter, r *http.Request) {
 	url := s.upstreamURL("/models")
 	req, err := s.upstreamRequest(r, http.MethodGet, url, nil)
 	if err != nil {
 		serverError(w, err)
 		return
 	}
-	resp, err := s.cfg.Upstream.Do(req)
+	resp, err := s.Upstream().Do(req)
 	if err != nil {
 		unreachable(w, url, err)
 		return
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, serve.MaxUpstreamBody))
 	if err != nil {
 		unreachable(w, url, err)
 		return

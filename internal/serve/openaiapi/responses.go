@@ -1,4 +1,4 @@
-package serve
+package openaiapi
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/llm"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
 )
 
@@ -192,26 +193,26 @@ const maxResponses = 1000
 // keep stores sr for GET and previous_response_id. A response that cannot
 // be stored is logged: the client has its answer, and only a later
 // previous_response_id naming it fails.
-func (s *Server) keep(ctx context.Context, sr *storedResponse) {
+func (s *api) keep(ctx context.Context, sr *storedResponse) {
 	obj, err := json.Marshal(sr.object)
 	if err != nil {
-		s.cfg.Log.Warn("storing response", "response", sr.object.ID, "error", err)
+		s.Log().Warn("storing response", "response", sr.object.ID, "error", err)
 		return
 	}
 	hist, err := json.Marshal(sr.history)
 	if err != nil {
-		s.cfg.Log.Warn("storing response", "response", sr.object.ID, "error", err)
+		s.Log().Warn("storing response", "response", sr.object.ID, "error", err)
 		return
 	}
 	rec := state.Response{ID: sr.object.ID, Owner: sr.owner, Container: sr.container, CreatedAt: time.Now(), Object: obj, History: hist}
-	if err := s.state.SaveResponse(context.WithoutCancel(ctx), rec, maxResponses); err != nil {
-		s.cfg.Log.Warn("storing response", "response", sr.object.ID, "error", err)
+	if err := s.State().SaveResponse(context.WithoutCancel(ctx), rec, maxResponses); err != nil {
+		s.Log().Warn("storing response", "response", sr.object.ID, "error", err)
 	}
 }
 
 // stored is owner's stored response id.
-func (s *Server) stored(ctx context.Context, owner, id string) (*storedResponse, error) {
-	rec, err := s.state.Response(ctx, owner, id)
+func (s *api) stored(ctx context.Context, owner, id string) (*storedResponse, error) {
+	rec, err := s.State().Response(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -225,8 +226,8 @@ func (s *Server) stored(ctx context.Context, owner, id string) (*storedResponse,
 	return sr, nil
 }
 
-func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.state.Response(r.Context(), Owner(r), r.PathValue("id"))
+func (s *api) getResponse(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.State().Response(r.Context(), serve.Owner(r), r.PathValue("id"))
 	if err != nil {
 		stateError(w, err, "response", r.PathValue("id"))
 		return
@@ -236,9 +237,9 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(rec.Object, '\n'))
 }
 
-func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
+func (s *api) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.state.DeleteResponse(r.Context(), Owner(r), id); err != nil {
+	if err := s.State().DeleteResponse(r.Context(), serve.Owner(r), id); err != nil {
 		stateError(w, err, "response", id)
 		return
 	}
@@ -256,7 +257,7 @@ type turnRequest struct {
 	files []namedFile
 	prev  *storedResponse
 	// lease is the container the turn runs in, leased.
-	lease *Lease
+	lease *serve.Lease
 	logs  bool // include code_interpreter_call.outputs
 }
 
@@ -266,23 +267,23 @@ type namedFile struct {
 	file *state.File // or an uploaded file
 }
 
-func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
+func (s *api) createResponse(w http.ResponseWriter, r *http.Request) {
 	var req responseRequest
 	if !decode(w, r, &req) {
 		return
 	}
-	owner := Owner(r)
+	owner := serve.Owner(r)
 	var tr *turnRequest
 	var b *outputBuilder
-	s.runTurn(w, r, modelTurn{
-		open: func(ctx context.Context) (*Lease, error) {
+	s.RunTurn(w, r, serve.ModelTurn{
+		Open: func(ctx context.Context) (*serve.Lease, error) {
 			var perr *paramError
 			if tr, perr = s.readTurn(ctx, owner, &req); perr != nil {
 				return nil, perr
 			}
 			return tr.lease, nil
 		},
-		ready: func(ctx context.Context, c *Container) (conversation.TurnRequest, turnSink, error) {
+		Ready: func(ctx context.Context, c *serve.Container) (conversation.TurnRequest, serve.TurnSink, error) {
 			if err := s.prepare(ctx, c, tr); err != nil {
 				return conversation.TurnRequest{}, nil, err
 			}
@@ -301,25 +302,25 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 			return conversation.TurnRequest{Question: tr.question, Outputs: tr.outputs,
 				Model: req.Model, ClientTools: &tr.tools, Rewind: &rewind}, b, nil
 		},
-		after: func(ctx context.Context, c *Container, turn conversation.Turn) {
+		After: func(ctx context.Context, c *serve.Container, turn conversation.Turn) {
 			if b.resp.Store && turn.History != nil {
 				s.keep(ctx, &storedResponse{owner: owner, container: c.ID, history: turn.History, object: *b.resp})
 			}
-			s.change(ctx, c, func(rec *state.Container) { rec.Last = b.resp.ID })
+			s.Change(ctx, c, func(rec *state.Container) { rec.Last = b.resp.ID })
 		},
 	})
 }
 
 // newOutput is the sink of a response's turn: the response object, in
 // progress, streamed from here on if the request asked.
-func (s *Server) newOutput(ctx context.Context, r *http.Request, w http.ResponseWriter, c *Container, tr *turnRequest, req *responseRequest) *outputBuilder {
+func (s *api) newOutput(ctx context.Context, r *http.Request, w http.ResponseWriter, c *serve.Container, tr *turnRequest, req *responseRequest) *outputBuilder {
 	// The model the turn runs on: the request's, which the turn switches
 	// the container to, or the container's.
 	model := req.Model
 	if model == "" {
-		model = c.conv.Info().Model
+		model = c.Conversation().Info().Model
 	}
-	resp := &responseObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
+	resp := &responseObject{ID: serve.NewID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Model: model, Output: []any{}, ParallelToolCalls: true, Store: req.Store == nil || *req.Store,
 		Temperature: 1, TopP: 1, ToolChoice: "auto", Tools: req.Tools, Truncation: "disabled", Metadata: req.Metadata,
 		Text: map[string]any{"format": map[string]string{"type": "text"}}}
@@ -336,16 +337,16 @@ func (s *Server) newOutput(ctx context.Context, r *http.Request, w http.Response
 		resp.PreviousResponseID = &req.PreviousResponseID
 	}
 	b := &outputBuilder{resp: resp, container: c, outputs: tr.logs, baseURL: baseURL(r),
-		fileID: func(p string) string { return s.fileID(ctx, c, p) }}
+		fileID: func(p string) string { return s.FileID(ctx, c, p) }}
 	if req.Stream {
-		b.sse, _ = startSSE(w) // a connection that cannot stream gets the response whole
+		b.sse, _ = serve.StartSSE(w) // a connection that cannot stream gets the response whole
 	}
 	b.start()
 	return b
 }
 
 // readTurn checks a request and finds or makes its container.
-func (s *Server) readTurn(ctx context.Context, owner string, req *responseRequest) (*turnRequest, *paramError) {
+func (s *api) readTurn(ctx context.Context, owner string, req *responseRequest) (*turnRequest, *paramError) {
 	tr := &turnRequest{logs: slices.Contains(req.Include, "code_interpreter_call.outputs")}
 	var tool *toolSpec
 	for i := range req.Tools {
@@ -438,7 +439,7 @@ func (s *Server) readTurn(ctx context.Context, owner string, req *responseReques
 
 // readInput turns input (a string, or an array of items) into the question
 // and the files it attaches.
-func (s *Server) readInput(ctx context.Context, owner string, raw json.RawMessage) (string, []namedFile, []agent.ClientOutput, *paramError) {
+func (s *api) readInput(ctx context.Context, owner string, raw json.RawMessage) (string, []namedFile, []agent.ClientOutput, *paramError) {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		if strings.TrimSpace(text) == "" {
@@ -517,7 +518,7 @@ func (s *Server) readInput(ctx context.Context, owner string, raw json.RawMessag
 }
 
 // inputFile is an input_file part: an uploaded file by id, or inline data.
-func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param string) (namedFile, *paramError) {
+func (s *api) inputFile(ctx context.Context, owner string, p inputPart, param string) (namedFile, *paramError) {
 	if p.FileID != "" {
 		f, perr := s.storedFile(ctx, owner, p.FileID, param+".file_id", fmt.Sprintf("no file found with id '%s'", p.FileID))
 		if perr != nil {
@@ -541,15 +542,15 @@ func (s *Server) inputFile(ctx context.Context, owner string, p inputPart, param
 
 // prepare readies the container for the turn: the files the input
 // attaches. The history the turn goes on from comes with the turn.
-func (s *Server) prepare(ctx context.Context, c *Container, tr *turnRequest) error {
+func (s *api) prepare(ctx context.Context, c *serve.Container, tr *turnRequest) error {
 	for _, f := range tr.files {
 		if f.file != nil {
-			if err := s.putFile(ctx, c, *f.file); err != nil {
+			if err := s.PutFile(ctx, c, *f.file); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := s.put(ctx, c, f.name, bytes.NewReader(f.data)); err != nil {
+		if err := s.Put(ctx, c, f.name, bytes.NewReader(f.data)); err != nil {
 			return err
 		}
 	}
@@ -570,10 +571,10 @@ func baseURL(r *http.Request) string {
 // and, when streaming, into OpenAI's events as they happen.
 type outputBuilder struct {
 	resp      *responseObject
-	container *Container
+	container *serve.Container
 	outputs   bool
 	baseURL   string
-	sse       *sseWriter
+	sse       *serve.SSE
 	// fileID is the id of a file of the container's /work.
 	fileID func(path string) string
 
@@ -592,14 +593,14 @@ func (b *outputBuilder) emit(typ string, fields map[string]any) {
 	fields["type"] = typ
 	fields["sequence_number"] = b.seq
 	b.seq++
-	b.sse.send(typ, fields)
+	b.sse.Send(typ, fields)
 }
 
-func (b *outputBuilder) streaming() bool { return b.sse != nil }
+func (b *outputBuilder) Streaming() bool { return b.sse != nil }
 
 // answer writes the response that was not streamed: whole, whatever its
 // status, as OpenAI answers a response that failed.
-func (b *outputBuilder) answer(w http.ResponseWriter) {
+func (b *outputBuilder) Answer(w http.ResponseWriter) {
 	if b.sse == nil {
 		writeJSON(w, http.StatusOK, b.resp)
 	}
@@ -612,7 +613,7 @@ func (b *outputBuilder) start() {
 }
 
 // handle is the turn's send function.
-func (b *outputBuilder) handle(e agent.Event) {
+func (b *outputBuilder) Handle(e agent.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch e := e.(type) {
@@ -665,7 +666,7 @@ func (b *outputBuilder) handle(e agent.Event) {
 // codeCall adds the code_interpreter_call item of the model's call id, with
 // the code so far, and returns its index in the output.
 func (b *outputBuilder) codeCall(id, code string) int {
-	item := &codeCall{Type: "code_interpreter_call", ID: newID("ci_"), Status: "in_progress", Code: code, ContainerID: b.container.ID}
+	item := &codeCall{Type: "code_interpreter_call", ID: serve.NewID("ci_"), Status: "in_progress", Code: code, ContainerID: b.container.ID}
 	idx := len(b.resp.Output)
 	b.resp.Output = append(b.resp.Output, item)
 	b.calls[id] = idx
@@ -677,7 +678,7 @@ func (b *outputBuilder) codeCall(id, code string) int {
 // functionCall adds a call of one of the client's function tools, which the
 // client runs and answers with a function_call_output.
 func (b *outputBuilder) functionCall(e agent.ToolCall) {
-	item := &functionCallItem{Type: "function_call", ID: newID("fc_"), CallID: e.ID, Name: e.Name, Arguments: e.Arguments, Status: "in_progress"}
+	item := &functionCallItem{Type: "function_call", ID: serve.NewID("fc_"), CallID: e.ID, Name: e.Name, Arguments: e.Arguments, Status: "in_progress"}
 	idx := len(b.resp.Output)
 	b.resp.Output = append(b.resp.Output, item)
 	b.emit("response.output_item.added", map[string]any{"output_index": idx, "item": item})
@@ -720,7 +721,7 @@ func (b *outputBuilder) codeOutputs(e agent.ToolOutput) []codeOutput {
 
 // end adds the answer, with a citation for each file the code saved,
 // and the outcome.
-func (b *outputBuilder) end(turn conversation.Turn, err error) {
+func (b *outputBuilder) End(turn conversation.Turn, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	res := turn.Result
@@ -760,7 +761,7 @@ func (b *outputBuilder) end(turn conversation.Turn, err error) {
 // message adds the answer as an output message, streamed as one delta: the
 // loop knows a reply is the answer only once it is whole.
 func (b *outputBuilder) message(res agent.Result) {
-	item := &messageItem{Type: "message", ID: newID("msg_"), Status: "in_progress", Role: "assistant", Content: []outputText{}}
+	item := &messageItem{Type: "message", ID: serve.NewID("msg_"), Status: "in_progress", Role: "assistant", Content: []outputText{}}
 	idx := len(b.resp.Output)
 	b.resp.Output = append(b.resp.Output, item)
 	b.emit("response.output_item.added", map[string]any{"output_index": idx, "item": item})
