@@ -2,11 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/terpdev/terp/internal/conversation"
 	terpmcp "github.com/terpdev/terp/internal/mcp"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/serve"
 )
 
 // mcpOptions holds everything `terp mcp` needs, parsed from its flags.
@@ -69,13 +69,15 @@ mints: the first python or upload_file call's result gives it, and later
 calls pass it as their "sandbox" argument. A sandbox idle for idle_pause is
 paused (files kept, variables lost) and woken by the next call; it is closed
 with its session, or, when an id or a handle names it, once unused for
---expire-after. No model is involved: the client writes the code.
+--expire-after; its conversation is kept, for terp sessions. No model is
+involved: the client writes the code.
 
 --http ADDR serves Streamable HTTP (at any path, such as /mcp) and the legacy
-SSE transport at /sse. Clients send "Authorization: Bearer $TERP_MCP_TOKEN";
-without TERP_MCP_TOKEN only a loopback address is served, to anyone on this
-machine. It logs each sandbox opened, closed and expired on stderr
-(--log-format json for JSON lines); over stdio only warnings.
+SSE transport at /sse, and /healthz. Clients send "Authorization: Bearer
+$TERP_MCP_TOKEN"; without TERP_MCP_TOKEN only a loopback address is served,
+to anyone on this machine. It logs each request, each run of code and each
+sandbox opened, closed and expired on stderr (--log-format json for JSON
+lines); over stdio only warnings.
 
 See docs/mcp.md for the tools' schemas and client configuration.`,
 		Example: `  terp mcp                                  # stdio, as an MCP client starts it
@@ -146,12 +148,27 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 		Store:      st,
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
 	})
-	srv := terpmcp.New(terpmcp.Config{Conversations: svc, Settings: cfg, Name: opts.name, Version: versionString(),
-		Log: log, ExpireAfter: opts.expireAfter, MaxRequest: opts.maxRequest})
+	// The sandboxes are containers of a terp serve host, which keeps their
+	// records in a directory of their own (not terp serve's, whose records
+	// are its clients'). Over HTTP it checks the token, bounds and logs
+	// the requests; over stdio it serves no HTTP, and the one session is
+	// the principal "local"'s.
+	var keys map[string]serve.Principal
+	if token != "" && opts.http != "" {
+		keys = map[string]serve.Principal{token: {Name: mcpTokenEnv}}
+	}
+	host, err := serve.New(serve.Config{Conversations: svc, Settings: cfg, Keys: keys, NoAuth: len(keys) == 0,
+		Caps: serve.Caps{Request: opts.maxRequest}, DataDir: filepath.Join(f.DataDir(), "mcp"), Log: log})
+	if err != nil {
+		return err
+	}
+	srv := terpmcp.New(terpmcp.Config{Host: host, Settings: cfg, Name: opts.name, Version: versionString(),
+		Log: log, ExpireAfter: opts.expireAfter})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		srv.Close(cctx)
+		host.Close(cctx)
 	}()
 	if opts.http == "" {
 		err := srv.Run(ctx, &mcp.StdioTransport{})
@@ -160,6 +177,7 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 		}
 		return err
 	}
+	host.Register(srv.Protocol())
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", opts.http)
 	if err != nil {
@@ -168,22 +186,5 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 	defer func() { _ = ln.Close() }()
 	fmt.Fprintf(f.IO.ErrOut, "terp: serving MCP on http://%s/mcp (Streamable HTTP) and http://%s/sse (SSE), %s sandboxes\n",
 		ln.Addr(), ln.Addr(), cfg.Sandbox)
-	return serveHTTP(ctx, ln, bearer(token, srv.Handler()), opts.grace, nil, defaultHTTPTimeouts)
-}
-
-// bearer requires "Authorization: Bearer token" of every request, unless
-// token is "" (a loopback address, checked before).
-func bearer(token string, h http.Handler) http.Handler {
-	if token == "" {
-		return h
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="terp mcp"`)
-			http.Error(w, "send Authorization: Bearer with the server's "+mcpTokenEnv, http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return serveHTTP(ctx, ln, host.Handler(), opts.grace, nil, defaultHTTPTimeouts)
 }

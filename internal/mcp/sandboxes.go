@@ -6,7 +6,9 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/state"
 )
 
 // Which sandbox a call uses, first that applies:
@@ -26,15 +31,35 @@ import (
 //     upload_file make one, the other tools need the handle;
 //  4. its MCP session's (stdio, or a Streamable HTTP or SSE session).
 //
-// Handles and ids are scoped by the user the bearer token names, when an
-// authenticator tells one. The sandboxes of 1 to 3 are kept until they have
-// been idle for ExpireAfter; those of 4 until their session ends.
+// Handles and ids are scoped by the principal the host's key ring took the
+// request for (see ownerOf). The sandboxes of 1 to 3 are kept until they
+// have been idle for ExpireAfter; those of 4 until their session ends.
+//
+// Every sandbox is a container of the host (serve.Server): made with
+// CreateContainer at its first call, leased for the length of each call
+// (Acquire), so that no expiry removes it mid-call, and removed with
+// RemoveContainer when it ends, its conversation closed and kept
+// (ContainerSpec.KeepConversation) for terp sessions.
+//
+// Expiry stays here, one timer per named sandbox: --expire-after is a
+// duration (a test waits one second) where a container record's expiry
+// counts whole minutes and is looked for every 30 s, and when a handle
+// expires the server must forget it and say so (the log, the error of a
+// later call), which the host's expiry would do unseen. The record's
+// Minutes (ExpireAfter rounded up) are a backstop, for records a killed
+// terp mcp left. A session's sandbox lasts as long as its session, however
+// idle (an stdio client may sit for days): the session holds a lease on it
+// throughout, which the host's expiry never passes.
 
-// session is one sandbox, opened at its first use.
-type session struct {
+// container is one sandbox: a host container, made at its first use.
+type container struct {
 	once sync.Once
-	conv *conversation.Conversation
-	err  error
+	// owner and id name it on the host, once made, and conversation is
+	// its conversation's id; err is why it could not be made.
+	owner, id, conversation string
+	err                     error
+	// hold is a session's sandbox's lease for the length of the session.
+	hold *serve.Lease
 
 	// Guarded by Server.mu: the calls using the sandbox now, and the timer
 	// that expires it once there are none (named sandboxes only).
@@ -44,7 +69,9 @@ type session struct {
 
 // box is the sandbox a call got, for the length of the call.
 type box struct {
-	conv *conversation.Conversation
+	// lease holds the container for the call; conv is its conversation.
+	lease *serve.Lease
+	conv  *conversation.Conversation
 	// handle is the handle that names it ("" when the session does), and
 	// minted tells that this call made it.
 	handle string
@@ -67,6 +94,9 @@ func newHandle() string {
 var errNoSandbox = errors.New(`this call names no sandbox: pass "sandbox" with the handle a python or ` +
 	`upload_file result gave (this client speaks MCP without sessions, so nothing else ties its calls together)`)
 
+// errStopping is a call after Close.
+var errStopping = errors.New("the server is stopping")
+
 // statelessKey marks the context of a sessionless HTTP request.
 type statelessKey struct{}
 
@@ -86,22 +116,42 @@ func sseSessionID(h http.Handler) http.Handler {
 	})
 }
 
-// ref is the key in Server.named of the sandbox a call names, the handle it
-// names (or is to be minted: mint), or "" for its session's sandbox.
-func ref(ctx context.Context, extra *sdk.RequestExtra, handle string) (key, name string, mint bool, err error) {
-	var id, user string
+// ownerKey carries the principal of an HTTP request, as the host's key
+// ring found it, to the calls of the session it opens (their contexts
+// descend from its).
+type ownerKey struct{}
+
+// localOwner owns the sandboxes of a call no key ring looked at (stdio),
+// as it owns those of a host without keys.
+const localOwner = "local"
+
+func withOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// ownerOf is the principal a call is made for: it owns the call's sandbox
+// on the host, and scopes the handles and ids that name one.
+func ownerOf(ctx context.Context) string {
+	if o, _ := ctx.Value(ownerKey{}).(string); o != "" {
+		return o
+	}
+	return localOwner
+}
+
+// ref is the key in Server.named of the sandbox a call of owner's names,
+// the handle it names (or is to be minted: mint), or "" for its session's
+// sandbox.
+func ref(ctx context.Context, owner string, extra *sdk.RequestExtra, handle string) (key, name string, mint bool, err error) {
+	var id string
 	if extra != nil {
 		id = extra.Header.Get(SessionHeader)
-		if extra.TokenInfo != nil {
-			user = extra.TokenInfo.UserID
-		}
 	}
 	if handle = strings.TrimSpace(handle); handle != "" {
 		if !strings.HasPrefix(handle, handlePrefix) || len(handle) > maxSessionID {
 			return "", "", false, fmt.Errorf("%q is not a sandbox handle: give the handle (%s...) an earlier result gave, "+
 				`or leave "sandbox" out`, handle, handlePrefix)
 		}
-		return user + "\x00" + handle, handle, false, nil
+		return owner + "\x00" + handle, handle, false, nil
 	}
 	if id == "" {
 		id, _ = ctx.Value(sseKey{}).(string)
@@ -110,20 +160,21 @@ func ref(ctx context.Context, extra *sdk.RequestExtra, handle string) (key, name
 		if len(id) > maxSessionID {
 			return "", "", false, fmt.Errorf("the %s header is over %d bytes", SessionHeader, maxSessionID)
 		}
-		return user + "\x00id:" + id, "", false, nil
+		return owner + "\x00id:" + id, "", false, nil
 	}
 	if stateless, _ := ctx.Value(statelessKey{}).(bool); stateless {
 		name = newHandle()
-		return user + "\x00" + name, name, true, nil
+		return owner + "\x00" + name, name, true, nil
 	}
 	return "", "", false, nil
 }
 
 // use opens (at first use) the sandbox of a call, given its "sandbox"
-// argument; may says the call may make one. The caller calls done when
-// the call is over.
+// argument, and leases it for the call; may says the call may make one.
+// The caller calls done when the call is over.
 func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.RequestExtra, handle string, may bool) (*box, error) {
-	key, name, mint, err := ref(ctx, extra, handle)
+	owner := ownerOf(ctx)
+	key, name, mint, err := ref(ctx, owner, extra, handle)
 	if err != nil {
 		return nil, err
 	}
@@ -133,167 +184,257 @@ func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.Requ
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, errors.New("the server is stopping")
+		return nil, errStopping
 	}
-	var sess *session
+	var c *container
 	switch {
 	case key == "":
-		sess = s.sessions[ss]
-		if sess == nil {
-			sess = &session{}
-			s.sessions[ss] = sess
+		c = s.sessions[ss]
+		if c == nil {
+			c = &container{}
+			s.sessions[ss] = c
 		}
 	case mint:
-		sess = &session{}
-		s.named[key] = sess
+		c = &container{}
+		s.named[key] = c
 	default:
-		sess = s.named[key]
-		if sess == nil && name != "" {
+		c = s.named[key]
+		if c == nil && name != "" {
 			s.mu.Unlock()
-			return nil, fmt.Errorf("there is no sandbox %s here: it expired after %s without calls, or terp mcp "+
-				`restarted since. Leave "sandbox" out to get a new one (its variables and files are not those of the old)`,
-				name, s.cfg.ExpireAfter)
+			return nil, s.expiredError(name)
 		}
-		if sess == nil {
-			sess = &session{}
-			s.named[key] = sess
+		if c == nil {
+			c = &container{}
+			s.named[key] = c
 		}
 	}
-	sess.calls++
-	if sess.expiry != nil {
-		sess.expiry.Stop()
-		sess.expiry = nil
+	c.calls++
+	if c.expiry != nil {
+		c.expiry.Stop()
+		c.expiry = nil
 	}
 	s.busy.Add(1)
 	s.mu.Unlock()
 
-	sess.once.Do(func() { s.open(ctx, ss, key, sess) })
+	c.once.Do(func() { s.open(ctx, ss, key, owner, c) })
 	s.busy.Done()
-	done := func() { s.release(key, sess) }
-	if sess.err != nil {
-		done()
-		return nil, sess.err
+	if c.err != nil {
+		s.release(key, c)
+		return nil, c.err
 	}
-	return &box{conv: sess.conv, handle: name, minted: mint, done: done}, nil
+	l, err := s.cfg.Host.Acquire(ctx, c.owner, c.id)
+	if err == nil && l == nil {
+		// The host no longer has it: Close removed it, or the host's
+		// backstop expiry did (see above).
+		s.forget(key, c)
+		s.release(key, c)
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		switch {
+		case closed:
+			return nil, errStopping
+		case name != "":
+			return nil, s.expiredError(name)
+		case key != "":
+			return s.use(ctx, ss, extra, handle, may) // an id starts a new one
+		}
+		return nil, errors.New("this session's sandbox is gone; start a new session")
+	}
+	if err != nil {
+		s.release(key, c)
+		return nil, err
+	}
+	done := func() {
+		l.Release(context.WithoutCancel(ctx))
+		s.release(key, c)
+	}
+	return &box{lease: l, conv: l.Container().Conversation(), handle: name, minted: mint, done: done}, nil
 }
 
-// open opens the conversation of sess, the sandbox key names (or, for "",
-// ss's), and for a session's sandbox closes it when the session ends.
-func (s *Server) open(ctx context.Context, ss *sdk.ServerSession, key string, sess *session) {
-	sess.conv, sess.err = s.cfg.Conversations.Open(context.WithoutCancel(ctx), s.cfg.Settings, conversation.Options{Origin: "mcp", KeepFiles: true})
-	if sess.err != nil {
-		s.mu.Lock()
-		if key != "" {
-			delete(s.named, key)
-		} else {
-			delete(s.sessions, ss)
+// expiredError is a call naming the handle of a sandbox that is not here.
+func (s *Server) expiredError(name string) error {
+	return fmt.Errorf("there is no sandbox %s here: it expired after %s without calls, or terp mcp "+
+		`restarted since. Leave "sandbox" out to get a new one (its variables and files are not those of the old)`,
+		name, s.cfg.ExpireAfter)
+}
+
+// spec is what every sandbox is made as on the host: with the settings'
+// network (terp mcp's operator chooses it, where a terp serve container's
+// client does), stored as an mcp conversation that outlives the sandbox,
+// and, as a backstop, expiring on the host ExpireAfter after its last use.
+func (s *Server) spec() serve.ContainerSpec {
+	spec := serve.ContainerSpec{Origin: "mcp", KeepConversation: true, Minutes: minutes(s.cfg.ExpireAfter)}
+	switch n := s.cfg.Settings.NetworkPolicy(); n.Mode {
+	case sandbox.NetworkAllowlist:
+		spec.Network = state.Network{Type: "allowlist", AllowedDomains: slices.Clone(n.Allow)}
+	case sandbox.NetworkFull:
+		spec.Network = state.Network{Type: "full"}
+	}
+	return spec
+}
+
+// minutes is d in the whole minutes a container record's expiry counts,
+// rounded up, at least one.
+func minutes(d time.Duration) int {
+	most := float64(math.MaxInt64 / int64(time.Minute))
+	return int(min(max(math.Ceil(d.Minutes()), 1), most))
+}
+
+// open makes the container of c, the sandbox key names (or, for "", ss's),
+// for owner; a session's sandbox is held for the length of the session and
+// removed when it ends.
+func (s *Server) open(ctx context.Context, ss *sdk.ServerSession, key, owner string, c *container) {
+	// Not the call's context: other calls wait for this one's open.
+	ctx = context.WithoutCancel(ctx)
+	l, err := s.cfg.Host.CreateContainer(ctx, owner, s.spec())
+	if err != nil {
+		c.err = err
+		s.forget(key, c)
+		if key == "" {
+			s.mu.Lock()
+			if s.sessions[ss] == c {
+				delete(s.sessions, ss)
+			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 		return
 	}
+	c.owner, c.id = owner, l.Container().ID
+	conv := l.Container().Conversation().ID
+	c.conversation = conv
 	if key != "" {
+		l.Release(ctx)
 		name := key[strings.IndexByte(key, 0)+1:]
 		if id, ok := strings.CutPrefix(name, "id:"); ok {
-			s.cfg.Log.Info("opened a sandbox", "session_id", id, "conversation", sess.conv.ID)
+			s.cfg.Log.Info("opened a sandbox", "session_id", id, "container", c.id, "conversation", conv)
 		} else {
-			// Not the handle: with the token, it is the key to the sandbox.
-			s.cfg.Log.Info("opened a sandbox", "named_by", "handle", "conversation", sess.conv.ID)
+			// Not the handle: with the key, it is the key to the sandbox.
+			s.cfg.Log.Info("opened a sandbox", "named_by", "handle", "container", c.id, "conversation", conv)
 		}
 		return
 	}
-	s.cfg.Log.Info("opened a sandbox", "session", ss.ID(), "conversation", sess.conv.ID)
+	c.hold = l
+	s.cfg.Log.Info("opened a sandbox", "session", ss.ID(), "container", c.id, "conversation", conv)
 	go func() {
 		_ = ss.Wait()
 		s.drop(ss)
 	}()
 }
 
-// release ends a call's use of sess; the last call of a named sandbox sets
-// it to expire after ExpireAfter.
-func (s *Server) release(key string, sess *session) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess.calls--
-	if key == "" || sess.calls > 0 || s.closed || s.named[key] != sess {
+// forget takes the named sandbox c out of the server's, if key still names
+// it.
+func (s *Server) forget(key string, c *container) {
+	if key == "" {
 		return
 	}
-	sess.expiry = time.AfterFunc(s.cfg.ExpireAfter, func() { s.expire(key, sess) })
+	s.mu.Lock()
+	if s.named[key] == c {
+		delete(s.named, key)
+	}
+	s.mu.Unlock()
 }
 
-// expire closes a named sandbox that has had no call for ExpireAfter.
-func (s *Server) expire(key string, sess *session) {
+// release ends a call's use of c; the last call of a named sandbox sets it
+// to expire after ExpireAfter.
+func (s *Server) release(key string, c *container) {
 	s.mu.Lock()
-	if s.closed || sess.calls > 0 || s.named[key] != sess {
+	defer s.mu.Unlock()
+	c.calls--
+	if key == "" || c.calls > 0 || s.closed || s.named[key] != c {
+		return
+	}
+	c.expiry = time.AfterFunc(s.cfg.ExpireAfter, func() { s.expire(key, c) })
+}
+
+// expire removes a named sandbox that has had no call for ExpireAfter.
+func (s *Server) expire(key string, c *container) {
+	s.mu.Lock()
+	if s.closed || c.calls > 0 || s.named[key] != c {
 		s.mu.Unlock()
 		return
 	}
 	delete(s.named, key)
 	s.busy.Add(1)
 	s.mu.Unlock()
-	s.let(sess, "expired a sandbox", "idle", s.cfg.ExpireAfter)
+	s.let(c, "expired a sandbox", "idle", s.cfg.ExpireAfter)
 }
 
-// drop closes the conversation of a session that ended. Once the server
-// is closed, Close does.
+// drop removes the sandbox of a session that ended. Once the server is
+// closed, Close does.
 func (s *Server) drop(ss *sdk.ServerSession) {
 	s.mu.Lock()
-	sess := s.sessions[ss]
-	if s.closed || sess == nil {
+	c := s.sessions[ss]
+	if s.closed || c == nil {
 		s.mu.Unlock()
 		return
 	}
 	delete(s.sessions, ss)
 	s.busy.Add(1)
 	s.mu.Unlock()
-	s.let(sess, "closed a sandbox", "session", ss.ID())
+	s.let(c, "closed a sandbox", "session", ss.ID())
 }
 
-// let closes the conversation of sess, which the caller took out of its
-// map under mu, adding to busy, and logs msg with attrs.
-func (s *Server) let(sess *session, msg string, attrs ...any) {
+// let removes the sandbox c, which the caller took out of its map under
+// mu, adding to busy, and logs msg with attrs.
+func (s *Server) let(c *container, msg string, attrs ...any) {
 	defer s.busy.Done()
-	if sess.conv == nil {
+	if c.id == "" {
 		return
 	}
-	for _, w := range sess.conv.Close(context.Background()) {
-		s.cfg.Log.Warn(w, "conversation", sess.conv.ID)
-	}
-	s.cfg.Log.Info(msg, append(attrs, "conversation", sess.conv.ID)...)
+	s.remove(context.Background(), c)
+	s.cfg.Log.Info(msg, append(attrs, "container", c.id, "conversation", c.conversation)...)
 }
 
-// Close closes every conversation, a session's or a named one, pausing its
-// sandbox, and refuses new ones. It waits for the opens, drops and
-// expiries under way first, so that none is left half done.
+// remove removes c's container from the host: its conversation is closed
+// (the sandbox paused) and kept, its record deleted. It leases the
+// container first, so that the host's expiry cannot remove it meanwhile,
+// and finds out so whether that expiry removed it already.
+func (s *Server) remove(ctx context.Context, c *container) {
+	if c.hold != nil {
+		c.hold.Release(ctx)
+	}
+	l, err := s.cfg.Host.Acquire(ctx, c.owner, c.id)
+	if l == nil {
+		if err != nil {
+			s.cfg.Log.Warn("removing a sandbox", "container", c.id, "error", err)
+		}
+		return
+	}
+	defer l.Release(ctx)
+	if err := s.cfg.Host.RemoveContainer(ctx, c.owner, c.id); err != nil {
+		s.cfg.Log.Warn("removing a sandbox", "container", c.id, "error", err)
+	}
+}
+
+// Close removes every sandbox, a session's or a named one, from the host,
+// closing its conversation (its sandbox paused), and refuses new ones. It
+// waits for the opens, drops and expiries under way first, so that none is
+// left half done. The host is the caller's to close, after.
 func (s *Server) Close(ctx context.Context) {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.busy.Wait()
 	s.mu.Lock()
-	var all []*conversation.Conversation
-	for ss, sess := range s.sessions {
-		if sess.conv != nil {
-			all = append(all, sess.conv)
-		}
+	var all []*container
+	for ss, c := range s.sessions {
+		all = append(all, c)
 		delete(s.sessions, ss)
 	}
-	for key, sess := range s.named {
-		if sess.expiry != nil {
-			sess.expiry.Stop()
+	for key, c := range s.named {
+		if c.expiry != nil {
+			c.expiry.Stop()
 		}
-		if sess.conv != nil {
-			all = append(all, sess.conv)
-		}
+		all = append(all, c)
 		delete(s.named, key)
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range all {
-		wg.Go(func() {
-			for _, w := range c.Close(ctx) {
-				s.cfg.Log.Warn(w, "conversation", c.ID)
-			}
-		})
+		if c.id != "" {
+			wg.Go(func() { s.remove(ctx, c) })
+		}
 	}
 	wg.Wait()
 }

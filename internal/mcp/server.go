@@ -1,21 +1,32 @@
 // Package mcp serves terp's sandboxes to MCP clients (editors, desktop
 // assistants, agent frameworks) on the official Go SDK: a persistent
 // Python kernel per client session, charts returned as images, and files
-// in and out. It is a front-end on the conversation service, like terp
-// serve: each client session is one conversation, opened at its first call
-// and closed (its sandbox paused) when the session ends; no model is
-// involved, the client writes the code. Over HTTP a client may name its
-// session itself with an x-session-id header, as vLLM's tool server client
-// does; such a conversation outlives the connection, so a reconnect with
+// in and out. No model is involved, the client writes the code.
+//
+// It is a protocol on terp serve's host (serve.Server), as OpenAI's API
+// is: each sandbox is a host container (one conversation, origin mcp),
+// made at its first call, leased for each call, and removed when its
+// session ends (its conversation closed and kept for terp sessions); the
+// python tool runs its code on the host's exec path, counted and logged
+// as any run. Over HTTP (Protocol) the host checks each request's key,
+// bounds its body, logs and counts it, and the principal the key names
+// owns the sandboxes of its calls; over stdio the host serves no HTTP and
+// every sandbox is the principal "local"'s. Over HTTP a client may name
+// its sandbox itself with an x-session-id header, as vLLM's tool server
+// client does; such a sandbox outlives the connection, so a reconnect with
 // the same id finds its state.
 package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,16 +35,18 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/serve"
 )
 
 // Config is what a Server is built from.
 type Config struct {
-	// Conversations opens a conversation per client session; it needs no
-	// model.
-	Conversations *conversation.Service
-	// Settings are the configuration each conversation starts from.
+	// Host holds the sandboxes, as its containers, and runs their code;
+	// over HTTP it serves Protocol. Its conversation service needs no
+	// model. The caller closes it after the Server.
+	Host *serve.Server
+	// Settings are the configuration each sandbox starts from: the Host's
+	// own, whose network each container keeps (see spec).
 	Settings *config.Config
 	// Name is the server's name in initialize (serverInfo.name); "" means
 	// "terp". vLLM's --tool-server registers a server's tools under this
@@ -49,15 +62,12 @@ type Config struct {
 	MaxEmbed int64
 	// ExpireAfter is how long a sandbox a call names (by x-session-id or
 	// handle) is kept without calls, and an idle HTTP session lasts; then
-	// its conversation is closed. Zero means DefaultExpireAfter.
+	// its container is removed. Zero means DefaultExpireAfter.
 	ExpireAfter time.Duration
-	// MaxRequest bounds an HTTP request's body, which holds an upload's
-	// content as base64. Zero means DefaultMaxRequest.
-	MaxRequest int64
 }
 
-// DefaultMaxRequest is the largest HTTP request body by default: an
-// upload_file of about 48 MiB as base64.
+// DefaultMaxRequest is the largest HTTP request body terp mcp's host takes
+// by default (its Caps.Request): an upload_file of about 48 MiB as base64.
 const DefaultMaxRequest = 64 << 20
 
 // DefaultExpireAfter is how long an unused sandbox is kept by default.
@@ -74,17 +84,17 @@ type Server struct {
 	sdk *sdk.Server
 
 	mu       sync.Mutex
-	sessions map[*sdk.ServerSession]*session
+	sessions map[*sdk.ServerSession]*container
 	// named are the sandboxes a call names itself, with an x-session-id
 	// header or a handle the server minted, by their key (see ref); each
 	// stays until it has been idle for ExpireAfter, pausing when idle like
 	// any other.
-	named  map[string]*session
+	named  map[string]*container
 	closed bool
-	// busy counts what opens or closes a conversation outside mu (an open,
+	// busy counts what makes or removes a container outside mu (an open,
 	// a session's drop, an expiry): Close waits for it, so that nothing is
-	// opened after it nor left closing when it returns. Added to under mu
-	// while not closed.
+	// made after it nor left half removed when it returns. Added to under
+	// mu while not closed.
 	busy sync.WaitGroup
 }
 
@@ -106,16 +116,13 @@ func New(cfg Config) *Server {
 	if cfg.MaxEmbed <= 0 {
 		cfg.MaxEmbed = DefaultMaxEmbed
 	}
-	if cfg.MaxRequest <= 0 {
-		cfg.MaxRequest = DefaultMaxRequest
-	}
 	if cfg.ExpireAfter <= 0 {
 		cfg.ExpireAfter = DefaultExpireAfter
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*session{}, named: map[string]*session{}}
+	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*container{}, named: map[string]*container{}}
 	name := cfg.Name
 	if name == "" {
 		name = "terp"
@@ -150,38 +157,96 @@ func instructions(cfg *config.Config) string {
 }
 
 // Run serves one client on t (stdio: the process's one session) until it
-// disconnects or ctx ends.
+// disconnects or ctx ends. Its sandbox is the principal "local"'s.
 func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
-	return s.sdk.Run(ctx, t)
+	return s.sdk.Run(withOwner(ctx, localOwner), t)
 }
 
-// Handler serves Streamable HTTP at every path but /sse, and the legacy
-// SSE transport (2024-11-05) at /sse, which vLLM's tool server client uses.
-// A Streamable HTTP request of the sessionless protocol (its
-// Mcp-Protocol-Version header says 2026-07-28 or later) is served without
-// a session, the SDK's stateless way; the others with one. It checks no
-// key: the caller wraps it.
-func (s *Server) Handler() http.Handler {
+// Protocol is MCP over HTTP, for the Host to serve (serve.Server.Register):
+// Streamable HTTP at every path but /sse, and the legacy SSE transport
+// (2024-11-05) at /sse, which vLLM's tool server client uses. A Streamable
+// HTTP request of the sessionless protocol (its Mcp-Protocol-Version header
+// says 2026-07-28 or later) is served without a session, the SDK's
+// stateless way; the others with one. The host checks every request's
+// bearer token first, and bounds its body (Caps.Request); the principal
+// it names owns the sandboxes of the request's calls, and of the session
+// it opens.
+func (s *Server) Protocol() serve.Protocol {
 	get := func(*http.Request) *sdk.Server { return s.sdk }
+	// The host bounds the bodies: the SDK is told the same bound, so that
+	// both refuse alike (hostBody).
+	limit := s.cfg.Host.Caps().Request
 	sessions := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 		Logger: s.cfg.Log,
 		// A client that vanished without closing its session lets its
 		// sandbox go when it expires; the idle pause has long paused it.
 		SessionTimeout:      s.cfg.ExpireAfter,
-		MaxRequestBodyBytes: s.cfg.MaxRequest,
+		MaxRequestBodyBytes: limit,
 	})
 	stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Logger: s.cfg.Log, Stateless: true,
-		MaxRequestBodyBytes: s.cfg.MaxRequest})
-	mux := http.NewServeMux()
-	mux.Handle("/sse", sseSessionID(sdk.NewSSEHandler(get, &sdk.SSEOptions{MaxRequestBodyBytes: s.cfg.MaxRequest})))
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		MaxRequestBodyBytes: limit})
+	sse := sseSessionID(sdk.NewSSEHandler(get, &sdk.SSEOptions{MaxRequestBodyBytes: limit}))
+	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionless {
 			stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), statelessKey{}, true)))
 			return
 		}
 		sessions.ServeHTTP(w, r)
-	}))
-	return mux
+	})
+	return serve.Protocol{Name: "mcp", Routes: []serve.Route{
+		{Pattern: "/", Handler: s.behindHost(streamable, limit)},
+		{Pattern: "/sse", Handler: s.behindHost(sse, limit)},
+	}, KeyIn: "Authorization: Bearer with the server's TERP_MCP_TOKEN", Refuse: refuse}
+}
+
+// behindHost passes a request the host let through to h, with its
+// principal for the calls it carries, and its body's bound said as the SDK
+// understands it.
+func (s *Server) behindHost(h http.Handler, limit int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(withOwner(r.Context(), serve.Owner(r)))
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = hostBody{ReadCloser: r.Body, limit: limit}
+		}
+		h.ServeHTTP(w, r)
+	}
+}
+
+// hostBody is a request body the host bounds. Past its bound its error is
+// the host's refusal, which the SDK's handlers would answer as a bad
+// request; as the *http.MaxBytesError they look for, they answer 413, as
+// the host does a body it knows is too large before reading it.
+type hostBody struct {
+	io.ReadCloser
+	limit int64
+}
+
+func (b hostBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if r := serve.AsRefusal(err); r != nil && r.Kind == serve.RefusedSize {
+		err = &http.MaxBytesError{Limit: b.limit}
+	}
+	return n, err
+}
+
+// refuse answers a request the host turned away as terp mcp always has:
+// in plain text, with the challenge of a bearer token for a missing or
+// wrong one.
+func refuse(w http.ResponseWriter, err error) {
+	var unauthorized *serve.UnauthorizedError
+	if errors.As(err, &unauthorized) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="terp mcp"`)
+		http.Error(w, "send "+unauthorized.Where, http.StatusUnauthorized)
+		return
+	}
+	status := http.StatusInternalServerError
+	if r := serve.AsRefusal(err); r != nil {
+		status = r.Status
+		if r.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(r.RetryAfter.Seconds()))))
+		}
+	}
+	http.Error(w, err.Error(), status)
 }
 
 // workURI is the resource URI of the file rel in /work, of the sandbox

@@ -17,6 +17,7 @@ import (
 	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/memory"
+	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/store"
 )
 
@@ -29,6 +30,7 @@ import (
 // world is one Server on a fresh store and memory backend.
 type world struct {
 	srv     *Server
+	host    *serve.Server
 	backend *recordingBackend
 	store   store.Store
 	cfg     *config.Config
@@ -50,6 +52,14 @@ type worldOptions struct {
 	// pauseGate, when set, holds every sandbox's pause until it is
 	// closed, after telling pausing.
 	pauseGate chan struct{}
+	// keys are the host's; none makes its key ring open.
+	keys map[string]serve.Principal
+	// hostLog receives the host's log; nil discards it.
+	hostLog     slog.Handler
+	expireAfter time.Duration
+	// network and networkAllow are the settings' egress.
+	network      string
+	networkAllow []string
 }
 
 func newWorld(t *testing.T, opt worldOptions) *world {
@@ -79,12 +89,27 @@ func newWorld(t *testing.T, opt worldOptions) *world {
 	if opt.maxDownloadSize > 0 {
 		cfg.MaxDownloadSize = opt.maxDownloadSize
 	}
+	if opt.network != "" {
+		cfg.Network, cfg.NetworkAllow = opt.network, opt.networkAllow
+	}
 	w.cfg = cfg
 	svc := conversation.New(conversation.Deps{
 		Store:      st,
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return w.backend, nil },
 	})
-	w.srv = New(Config{Conversations: svc, Settings: cfg, Version: "test", Log: slog.New(w.logs), MaxEmbed: opt.maxEmbed})
+	var hostLog *slog.Logger
+	if opt.hostLog != nil {
+		hostLog = slog.New(opt.hostLog)
+	}
+	host, err := serve.New(serve.Config{Conversations: svc, Settings: cfg, Keys: opt.keys, NoAuth: len(opt.keys) == 0,
+		DataDir: t.TempDir(), Log: hostLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close(context.Background()) })
+	w.host = host
+	w.srv = New(Config{Host: host, Settings: cfg, Version: "test", Log: slog.New(w.logs), MaxEmbed: opt.maxEmbed,
+		ExpireAfter: opt.expireAfter})
 	t.Cleanup(func() { w.srv.Close(context.Background()) })
 	return w
 }

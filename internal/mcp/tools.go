@@ -21,6 +21,7 @@ import (
 	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/serve"
 )
 
 // The tools' names. PythonTool is the name vLLM's gpt-oss integration
@@ -152,7 +153,12 @@ func (s *Server) python(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 		return failed(err), nil
 	}
 	defer sb.done()
-	run, err := sb.conv.Run(ctx, *in.Code)
+	if req.Extra != nil {
+		// The host logs the run with the id of the request that carried
+		// the call, not of the one that opened the session.
+		ctx = serve.WithRequestID(ctx, req.Extra.Header.Get(serve.RequestIDHeader))
+	}
+	run, err := s.cfg.Host.Exec(ctx, sb.lease, *in.Code, nil)
 	if err != nil {
 		return failed(err), nil
 	}

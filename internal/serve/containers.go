@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,10 +196,18 @@ type ContainerSpec struct {
 	// Memory is the sandbox's memory limit as OpenAI names it ("1g",
 	// "4g", "16g", "64g"); "" means the server's.
 	Memory string
-	// Network is the sandbox's egress; the zero value has none.
+	// Network is the sandbox's egress; the zero value has none. Type
+	// "full", which OpenAI's API cannot ask for, is the host's network.
 	Network state.Network
 	// Files are stored files put in /work before it is handed over.
 	Files []state.File
+	// Origin is the front-end its conversation is stored as from; ""
+	// means "serve".
+	Origin string
+	// KeepConversation keeps the conversation stored, its sandbox paused,
+	// when the container is removed or expires, for a front-end whose
+	// users go on with their conversations in terp sessions (terp mcp).
+	KeepConversation bool
 }
 
 // CreateContainer makes a container for owner, as spec says, held to
@@ -207,7 +216,7 @@ type ContainerSpec struct {
 func (s *Server) CreateContainer(ctx context.Context, owner string, spec ContainerSpec) (*Lease, error) {
 	now := time.Now()
 	rec := state.Container{ID: NewID("cntr_"), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now, Minutes: spec.Minutes,
-		Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica}
+		Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica, KeepConversation: spec.KeepConversation}
 	if rec.Minutes == 0 {
 		rec.Minutes = defaultExpiry
 	}
@@ -222,7 +231,8 @@ func (s *Server) CreateContainer(ctx context.Context, owner string, spec Contain
 		return nil, err
 	}
 	defer made(nil)
-	conv, err := s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: "serve", KeepFiles: true})
+	origin := cmp.Or(spec.Origin, "serve")
+	conv, err := s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: origin, KeepFiles: true})
 	if err != nil {
 		s.metrics.containerFailed("create", err)
 		return nil, err
@@ -252,8 +262,11 @@ func (s *Server) containerConfig(rec state.Container) *config.Config {
 		cfg.MemoryLimit = n
 	}
 	cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkNone), nil
-	if rec.Network.Type == "allowlist" {
+	switch rec.Network.Type {
+	case "allowlist":
 		cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkAllowlist), slices.Clone(rec.Network.AllowedDomains)
+	case "full":
+		cfg.Network = string(sandbox.NetworkFull)
 	}
 	return &cfg
 }
@@ -393,9 +406,10 @@ func (s *Server) ContainerRecord(ctx context.Context, owner, id string) (state.C
 }
 
 // RemoveContainer ends owner's container id for good, with its sandbox and
-// stored conversation; one that is not owner's, or gone already, is a
-// *NotFoundError, and one open in another replica an error that Forwarded
-// takes, for the request to be forwarded there.
+// stored conversation (one made with KeepConversation is closed and kept);
+// one that is not owner's, or gone already, is a *NotFoundError, and one
+// open in another replica an error that Forwarded takes, for the request
+// to be forwarded there.
 func (s *Server) RemoveContainer(ctx context.Context, owner, id string) error {
 	rec, err := s.ContainerRecord(ctx, owner, id)
 	if errors.Is(err, state.ErrNotFound) {
@@ -411,7 +425,7 @@ func (s *Server) RemoveContainer(ctx context.Context, owner, id string) error {
 }
 
 // removeContainer ends the container of rec for good: its sandbox, its
-// stored conversation and its record. One open in another replica is left
+// stored conversation (unless rec keeps it) and its record. One open in another replica is left
 // alone (an error wrapping store.ErrBusy).
 func (s *Server) removeContainer(ctx context.Context, rec state.Container) error {
 	s.opening.Lock()
@@ -437,7 +451,7 @@ func (s *Server) remove(ctx context.Context, rec state.Container, c *Container) 
 		}
 		kept = c.conv.Kept()
 	}
-	if kept && rec.Conversation != "" {
+	if kept && !rec.KeepConversation && rec.Conversation != "" {
 		conv, err := s.cfg.Conversations.Store().Load(rec.Conversation)
 		switch {
 		case err == nil:

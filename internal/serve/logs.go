@@ -175,3 +175,19 @@ func (s *Server) turnDone(ctx context.Context, owner string, turn conversation.T
 		s.cfg.Log.WarnContext(ctx, "turn failed", "error", err)
 	}
 }
+
+// WithRequestID is ctx with id as its request's, for the log lines of work
+// that runs in a context other than its request's: the calls of an MCP
+// session run in the context of the request that opened the session, but
+// each comes in a request of its own, whose id Handler sets in its
+// RequestIDHeader. "" leaves ctx as it is.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	info := &requestInfo{id: id}
+	if old := infoOf(ctx); old != nil {
+		info.owner = old.owner
+	}
+	return context.WithValue(ctx, requestInfoKey{}, info)
+}

@@ -329,5 +329,7 @@ func (s *Server) Upstream() *http.Client { return s.cfg.Upstream }
 // Log is the server's log.
 func (s *Server) Log() *slog.Logger { return s.cfg.Log }
 
-// Caps are the bounds of the whole server.
+// Caps are the bounds of the whole server, the defaults filled in: a
+// protocol whose library bounds what it reads itself (the MCP Go SDK) is
+// told the host's bound, so that both say the same.
 func (s *Server) Caps() Caps { return s.lim.caps }

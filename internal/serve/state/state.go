@@ -97,6 +97,9 @@ type Container struct {
 	// Replica is the address of the terp serve replica it is open in,
 	// which the others forward its requests to; "" while it is paused.
 	Replica string `json:"replica,omitempty"`
+	// KeepConversation keeps the conversation stored when the container
+	// is removed (see serve.ContainerSpec).
+	KeepConversation bool `json:"keep_conversation,omitempty"`
 }
 
 // Expired reports whether c is past its expiry at now.
