@@ -59,9 +59,6 @@ func (k *Keyring) Lookup(credential string) (Principal, bool) {
 	return found, ok
 }
 
-// Open reports whether the ring takes every request without a key.
-func (k *Keyring) Open() bool { return k.open != nil }
-
 // limits are the limits of the principal named name, for work that goes
 // on after its request (a turn's tokens); zero for a name the ring does
 // not hold.
