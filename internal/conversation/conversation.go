@@ -36,6 +36,9 @@ type Conversation struct {
 	lock      store.Lock
 	backend   sandbox.Backend
 	keepFiles bool
+	// valueApart keeps a cell's trailing value out of its output, as its
+	// record's settings say (store.Settings.ValueApart).
+	valueApart bool
 
 	sbx    sandbox.Sandbox
 	runner kernel.Runner
@@ -386,7 +389,7 @@ func (c *Conversation) create(ctx context.Context) error {
 // startRunner starts the runner for the conversation's sandbox, as exec_mode
 // says, wrapped so that the first run is recorded before it starts.
 func (c *Conversation) startRunner(ctx context.Context) error {
-	r, err := newRunner(ctx, c.sbx, c.cfg)
+	r, err := newRunner(ctx, c.sbx, c.cfg, c.valueApart)
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,10 @@ type Options struct {
 	// them in Turn.Result.Files and downloads none (batch without
 	// --artifacts, a server, which serves them from the sandbox).
 	KeepFiles bool
+	// ValueApart keeps a cell's trailing value out of its output (a
+	// Jupyter kernel shows it as execute_result); it is kept with the
+	// conversation, for every kernel it starts.
+	ValueApart bool
 }
 
 // Open starts a new conversation with its own copy of cfg: nothing the
@@ -113,10 +117,10 @@ func (s *Service) Open(ctx context.Context, cfg *config.Config, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	c := &Conversation{ID: id, svc: s, cfg: &own, lock: lock, backend: backend, keepFiles: opts.KeepFiles, turn: make(chan struct{}, 1)}
+	c := &Conversation{ID: id, svc: s, cfg: &own, lock: lock, backend: backend, keepFiles: opts.KeepFiles, valueApart: opts.ValueApart, turn: make(chan struct{}, 1)}
 	c.rec = store.New(id, opts.Origin, "", store.Settings{
 		Model: own.Model, BaseURL: own.BaseURL, ExecMode: own.ExecMode, MaxSteps: own.MaxSteps,
-		Network: own.Network, NetworkAllow: own.NetworkPolicy().Allow,
+		Network: own.Network, NetworkAllow: own.NetworkPolicy().Allow, ValueApart: opts.ValueApart,
 	}, own.Sandbox)
 	if err := c.create(ctx); err != nil {
 		// No sandbox was made, so no code ran and nothing was uploaded:
@@ -156,7 +160,7 @@ func (s *Service) Resume(ctx context.Context, cfg *config.Config, ref string) (*
 		return nil, err
 	}
 	own := *cfg
-	c := &Conversation{ID: id, rec: rec, svc: s, cfg: &own, lock: lock, turn: make(chan struct{}, 1)}
+	c := &Conversation{ID: id, rec: rec, svc: s, cfg: &own, lock: lock, valueApart: rec.Settings.ValueApart, turn: make(chan struct{}, 1)}
 	if warning := keepStored(&own, rec.Settings); warning != "" {
 		c.pending = append(c.pending, warning)
 	}

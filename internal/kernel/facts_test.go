@@ -236,3 +236,28 @@ func TestCrashFacts(t *testing.T) {
 		wantOK(t, run(t, k, "print('next')"), "next\n")
 	})
 }
+
+// With ValueApart, a cell's trailing value is a fact of its own, not
+// output: a front-end that shows it apart (Jupyter's execute_result) does
+// not show it twice. A figure it is is saved and listed as any other.
+func TestValueApart(t *testing.T) {
+	sbx := newSandbox(t)
+	k := startKernel(t, sbx, Options{ValueApart: true})
+	res := run(t, k, "print('printed')\n6 * 7")
+	if res.Value != "42" || res.Stdout != "printed\n" {
+		t.Errorf("value %q, stdout %q; want 42 apart from the printed line", res.Value, res.Stdout)
+	}
+	res = run(t, k, "import pandas as pd\npd.DataFrame({'a': [1, 2]})")
+	if !strings.Contains(res.Value, "a") || strings.Contains(res.Stdout, "a") {
+		t.Errorf("a DataFrame's value %q, stdout %q; want its table as the value only", res.Value, res.Stdout)
+	}
+	res = run(t, k, "import matplotlib.pyplot as plt\nfig = plt.figure()\nplt.plot([1, 2])\nfig")
+	if !slices.Equal(res.Figures, []string{"figure_1.png"}) || res.Stdout != "" {
+		t.Errorf("a Figure as the value: figures %q, stdout %q; want it saved and listed, nothing printed", res.Figures, res.Stdout)
+	}
+	// Without it, the value is the cell's last output, as a model reads it.
+	plain := startKernel(t, newSandbox(t), Options{})
+	if res := run(t, plain, "6 * 7"); res.Value != "42" || res.Stdout != "42\n" {
+		t.Errorf("without ValueApart: value %q, stdout %q", res.Value, res.Stdout)
+	}
+}

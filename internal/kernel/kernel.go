@@ -53,6 +53,12 @@ type Options struct {
 	// Grace is how long a run that timed out gets to stop after SIGINT
 	// before the worker is killed and replaced. Zero means DefaultGrace.
 	Grace time.Duration
+	// ValueApart keeps a trailing expression's value out of the output:
+	// it comes only as Result.Value (and an image it is, in
+	// Result.Figures), for a front-end that shows it apart, as Jupyter's
+	// execute_result. Otherwise it is printed as the run's last output, as
+	// a model reads it.
+	ValueApart bool
 	// ReadyTimeout bounds how long a run waits for the worker's start-up
 	// (the interpreter's, not the prewarm imports'). The wait does not count
 	// against the run's own timeout. Zero means DefaultReadyTimeout.

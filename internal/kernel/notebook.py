@@ -1699,11 +1699,11 @@ class DisplayHandle:
         display(obj, **kwargs)
 
 
-def show_value(value):
-    """Shows a cell's trailing value (kernel mode) as display() would, and
-    returns the text shown, or None."""
+def show_value(value, stream=None):
+    """Shows a cell's trailing value (kernel mode) as display() would, on
+    stream when given, and returns the text shown, or None."""
     out = render(value, None, None)
-    return show(out) if out is not None else None
+    return show(out, stream) if out is not None else None
 
 
 def emit(out):

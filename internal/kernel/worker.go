@@ -166,6 +166,9 @@ func startWorker(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*worker
 	if opt.Fresh {
 		cmd = append(cmd, "--fresh")
 	}
+	if opt.ValueApart {
+		cmd = append(cmd, "--value-apart")
+	}
 	if len(opt.Prewarm) > 0 {
 		cmd = append(cmd, "--prewarm", strings.Join(opt.Prewarm, ","))
 	}

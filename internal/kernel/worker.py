@@ -204,6 +204,7 @@ class Worker:
         self.cell = 0
         self.figures = []  # saved during the current run
         self.value = None  # the repr the current run's last expression showed
+        self.value_apart = False  # --value-apart: the value is not printed
         self.exception = None  # what ended the current run's code (exception_report)
         self.sigint = False  # a SIGINT arrived during the current run
         self.pid = os.getpid()  # the worker's; any other is a forked child's
@@ -374,10 +375,13 @@ class Worker:
         """Shows a cell's last value, as Jupyter would, and returns the text
         shown. A plain builtin type is its repr; anything else goes through
         the notebook layer's formatter, which knows display hooks
-        (_repr_markdown_ and the like) and saves a Figure as an image."""
+        (_repr_markdown_ and the like) and saves a Figure as an image. With
+        --value-apart (a front-end that shows the value apart, as Jupyter's
+        execute_result) nothing is printed: the text is only returned."""
+        stream = io.StringIO() if self.value_apart else None
         if type(value) in PLAIN_VALUES:
-            return show_value(value)
-        return self.notebook.load().show_value(value)
+            return show_value(value, stream)
+        return self.notebook.load().show_value(value, stream)
 
     # --- figures -----------------------------------------------------------
 
@@ -741,12 +745,12 @@ def ends_with_semicolon(code):
     return last is not None and last.type == tokenize.OP and last.string == ";"
 
 
-def show_value(value):
+def show_value(value, stream=None):
     """Prints the repr of a cell's last expression, as the cell's last
-    output, and returns it (for the done frame: an export shows it as the
-    cell's value)."""
+    output (to stream, when given), and returns it (for the done frame: an
+    export shows it as the cell's value)."""
     text = cut_repr(repr(value))
-    sys.stdout.write(text + "\n")
+    (stream or sys.stdout).write(text + "\n")
     return text
 
 
@@ -1394,11 +1398,12 @@ def read_notebook(log):
 
 
 def parse_args(argv):
-    nonce, prewarm, fresh = "", [], False
+    nonce, prewarm, fresh, value_apart = "", [], False, False
     i = 0
     while i < len(argv):
-        if argv[i] == "--fresh":
-            fresh = True
+        if argv[i] in ("--fresh", "--value-apart"):
+            fresh = fresh or argv[i] == "--fresh"
+            value_apart = value_apart or argv[i] == "--value-apart"
             i += 1
             continue
         if i + 1 < len(argv):
@@ -1407,7 +1412,7 @@ def parse_args(argv):
             elif argv[i] == "--prewarm":
                 prewarm = [m for m in argv[i + 1].split(",") if m]
         i += 2
-    return nonce, prewarm, fresh
+    return nonce, prewarm, fresh, value_apart
 
 
 def private_fd(fd, close=False):
@@ -1517,7 +1522,7 @@ def main():
     if sys.argv[1:2] == ["--repair"]:
         repair_internal_dir(sys.argv[2:])
         return
-    nonce, prewarm, fresh = parse_args(sys.argv[1:])
+    nonce, prewarm, fresh, value_apart = parse_args(sys.argv[1:])
     # Private copies of terp's pipes; fd 0, 1 and 2 become /dev/null.
     requests_fd, frames_fd, diag_fd = private_fd(0), private_fd(1), private_fd(2)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -1531,6 +1536,7 @@ def main():
     chan = Channel(frames_fd, lambda msg: write_quietly(diag, "terp worker: %s\n" % msg))
     worker = (FreshWorker if fresh else Worker)(chan, diag, devnull)
     worker.notebook = Notebook(worker, read_notebook(worker.log))
+    worker.value_apart = value_apart
     worker.std.bind()
 
     def in_forked_child():

@@ -78,6 +78,10 @@ type Settings struct {
 	// sandbox was made with; it is fixed for the conversation's life.
 	Network      string   `json:"network,omitempty"`
 	NetworkAllow []string `json:"network_allow,omitempty"`
+	// ValueApart keeps a cell's trailing value out of its output, for a
+	// front-end that shows it apart (see kernel.Options.ValueApart); fixed
+	// for the conversation's life.
+	ValueApart bool `json:"value_apart,omitempty"`
 }
 
 // SandboxRef says where the conversation's /work lives.
