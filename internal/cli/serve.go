@@ -22,6 +22,7 @@ import (
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/jupyter"
 	"github.com/terpdev/terp/internal/serve/openaiapi"
 )
 
@@ -326,6 +327,7 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 		return err
 	}
 	openaiapi.Register(srv, openaiapi.Options{AliasSuffix: opts.aliasSuffix, Steps: opts.steps})
+	jupyter.Register(srv, versionString())
 	if mln != nil {
 		opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving metrics on http://%s/metrics, and /healthz and /readyz, without a key", mln.Addr()))
 	}

@@ -189,6 +189,9 @@ var MemoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 3
 // container with the server's settings, no network, and OpenAI's 20
 // minutes of expiry.
 type ContainerSpec struct {
+	// ID is the id to give it, for a protocol whose clients expect ids of
+	// their own form (Jupyter's UUIDs); "" makes a "cntr_" one.
+	ID   string
 	Name string
 	// Minutes is how long the container lives after its last use; 0
 	// means 20.
@@ -201,9 +204,13 @@ type ContainerSpec struct {
 	Network state.Network
 	// Files are stored files put in /work before it is handed over.
 	Files []state.File
-	// Origin is the front-end its conversation is stored as from; ""
-	// means "serve".
+	// Origin is the protocol that makes it, whose listing shows it and
+	// whose name its conversation is stored with; "" is OpenAI's API,
+	// stored as "serve".
 	Origin string
+	// ValueApart keeps a cell's trailing value out of its output, for a
+	// protocol that shows it apart (Jupyter's execute_result).
+	ValueApart bool
 	// KeepConversation keeps the conversation stored, its sandbox paused,
 	// when the container is removed or expires, for a front-end whose
 	// users go on with their conversations in terp sessions (terp mcp).
@@ -215,8 +222,9 @@ type ContainerSpec struct {
 // leased.
 func (s *Server) CreateContainer(ctx context.Context, owner string, spec ContainerSpec) (*Lease, error) {
 	now := time.Now()
-	rec := state.Container{ID: NewID("cntr_"), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now, Minutes: spec.Minutes,
-		Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica, KeepConversation: spec.KeepConversation}
+	rec := state.Container{ID: cmp.Or(spec.ID, NewID("cntr_")), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now,
+		Minutes: spec.Minutes, Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica,
+		KeepConversation: spec.KeepConversation, Origin: spec.Origin, ValueApart: spec.ValueApart}
 	if rec.Minutes == 0 {
 		rec.Minutes = defaultExpiry
 	}
@@ -231,8 +239,7 @@ func (s *Server) CreateContainer(ctx context.Context, owner string, spec Contain
 		return nil, err
 	}
 	defer made(nil)
-	origin := cmp.Or(spec.Origin, "serve")
-	conv, err := s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: origin, KeepFiles: true})
+	conv, err := s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversationOptions(rec))
 	if err != nil {
 		s.metrics.containerFailed("create", err)
 		return nil, err
@@ -250,6 +257,11 @@ func (s *Server) CreateContainer(ctx context.Context, owner string, spec Contain
 	defer s.mu.Unlock()
 	s.containers[c.ID] = c
 	return s.hold(c), nil
+}
+
+// conversationOptions are what a container's conversation is opened with.
+func conversationOptions(rec state.Container) conversation.Options {
+	return conversation.Options{Origin: cmp.Or(rec.Origin, "serve"), KeepFiles: true, ValueApart: rec.ValueApart}
 }
 
 // containerConfig is the settings a container's conversation runs with: the
@@ -365,7 +377,7 @@ func (s *Server) open(ctx context.Context, rec state.Container) (*Lease, error) 
 		conv, err = s.cfg.Conversations.Resume(ctx, s.containerConfig(rec), rec.Conversation)
 	}
 	if rec.Conversation == "" || errors.Is(err, store.ErrNotFound) {
-		conv, err = s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversation.Options{Origin: "serve", KeepFiles: true})
+		conv, err = s.cfg.Conversations.Open(ctx, s.containerConfig(rec), conversationOptions(rec))
 		if err == nil {
 			rec.Conversation = conv.ID
 		}

@@ -148,6 +148,9 @@ func (s *api) listContainers(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]containerObject, 0, len(recs))
 	for _, rec := range recs {
+		if rec.Origin != "" {
+			continue // another protocol's: a Jupyter kernel
+		}
 		if live, err := s.ContainerRecord(r.Context(), owner, rec.ID); err == nil {
 			rec = live
 		}

@@ -94,6 +94,13 @@ type Container struct {
 	// id), for the container's life; User lists those a client uploaded.
 	Files map[string]string `json:"files,omitempty"`
 	User  []string          `json:"user,omitempty"`
+	// Origin is the protocol that made it ("" for OpenAI's API, "jupyter",
+	// "mcp"), whose conversation is stored as from it, and whose listing
+	// shows it.
+	Origin string `json:"origin,omitempty"`
+	// ValueApart keeps a cell's trailing value out of its output, for a
+	// protocol that shows it apart (Jupyter's execute_result).
+	ValueApart bool `json:"value_apart,omitempty"`
 	// Replica is the address of the terp serve replica it is open in,
 	// which the others forward its requests to; "" while it is paused.
 	Replica string `json:"replica,omitempty"`
