@@ -393,3 +393,24 @@ func TestSessionsAndContents(t *testing.T) {
 		t.Errorf("the session's kernel after its end: %d", status)
 	}
 }
+
+// terp enforces its per-run limit itself (Open WebUI's own timer measures
+// only silence): a cell past it is interrupted with an error that says so,
+// and the kernel keeps its state.
+func TestExecutionTimeLimit(t *testing.T) {
+	ts := newTestServer(t, func(c *serve.Config) { c.Settings.Timeout = 2 * time.Second })
+	k := ts.startKernel(t, aliceKey)
+	c, _, err := ts.connect(t, k.ID, aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.execute("kept = 'yes'")
+	rs := c.execute("import time\nwhile True:\n    time.sleep(0.1)")
+	e := of(rs, "error")
+	if len(e) != 1 || e[0].Content["ename"] != "TimeoutError" || !strings.Contains(e[0].Content["evalue"].(string), "limit") {
+		t.Fatalf("a cell past the limit: %+v; want a TimeoutError that says so", e)
+	}
+	if s := streamed(c.execute("print(kept)")); s["stdout"] != "yes\n" {
+		t.Errorf("after the limit, kept printed %q; want the state kept", s)
+	}
+}
