@@ -135,6 +135,7 @@ func TestForwardUpgradesTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close() // a 101's body is empty: the bytes after it are the connection's
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		body, _ := io.ReadAll(resp.Body)
 		t.Fatalf("the upgrade through b answered %s: %s", resp.Status, body)

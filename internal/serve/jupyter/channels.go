@@ -164,9 +164,7 @@ func (c *conn) close(why string) {
 func websocketProtocols(r *http.Request) []string {
 	var out []string
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for _, p := range splitComma(h) {
-			out = append(out, p)
-		}
+		out = append(out, splitComma(h)...)
 	}
 	return out
 }

@@ -119,16 +119,24 @@ type client struct {
 	session string
 }
 
-func (ts *testServer) connect(t *testing.T, kernelID, key string, protocols ...string) (*client, *http.Response, error) {
+// connect opens a websocket to a kernel's channels; status is the
+// handshake's HTTP status.
+func (ts *testServer) connect(t *testing.T, kernelID, key string, protocols ...string) (c *client, status int, err error) {
 	t.Helper()
 	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/api/kernels/" + kernelID + "/channels?token=" + key
 	ws, resp, err := websocket.Dial(ctx(t), url, &websocket.DialOptions{Subprotocols: protocols})
+	if resp != nil {
+		status = resp.StatusCode
+		if resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+	}
 	if err != nil {
-		return nil, resp, err
+		return nil, status, err
 	}
 	ws.SetReadLimit(64 << 20)
 	t.Cleanup(func() { _ = ws.CloseNow() })
-	return &client{t: t, ws: ws, v1: ws.Subprotocol() == subprotocolV1, session: newUUID()}, resp, nil
+	return &client{t: t, ws: ws, v1: ws.Subprotocol() == subprotocolV1, session: newUUID()}, status, nil
 }
 
 // request sends a request on channel and returns its msg_id.
@@ -325,8 +333,8 @@ func TestKernelsAreTheirKeys(t *testing.T) {
 	if status := ts.call(t, "GET", "/api/kernels/"+k.ID, bobKey, "", nil); status != http.StatusNotFound {
 		t.Errorf("bob's GET of alice's kernel: %d", status)
 	}
-	if _, resp, err := ts.connect(t, k.ID, bobKey); err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
-		t.Errorf("bob's websocket to alice's kernel: %v (%v)", err, resp)
+	if _, status, err := ts.connect(t, k.ID, bobKey); err == nil || status != http.StatusNotFound {
+		t.Errorf("bob's websocket to alice's kernel: %v (%d)", err, status)
 	}
 	var list []kernelModel
 	if ts.call(t, "GET", "/api/kernels", bobKey, "", &list); len(list) != 0 {
