@@ -79,3 +79,7 @@ func Bearer(r *http.Request) string {
 	}
 	return key
 }
+
+// Lookup is the principal whose key credential is, for a protocol that
+// checks a key outside a request's Credential (Jupyter's login form).
+func (s *Server) Lookup(credential string) (Principal, bool) { return s.keys.Lookup(credential) }

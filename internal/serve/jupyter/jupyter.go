@@ -62,6 +62,8 @@ func newAPI(host *serve.Server, version string) *api {
 func (a *api) protocol() serve.Protocol {
 	return serve.Protocol{Name: "jupyter", Credential: token, KeyIn: "the token parameter (?token=KEY) or Authorization: token KEY",
 		Refuse: refuse, Routes: []serve.Route{
+			{Pattern: "GET /login", Handler: a.loginForm, Public: true},
+			{Pattern: "POST /login", Handler: a.login, Public: true},
 			{Pattern: "GET /api", Handler: a.apiVersion, Public: true},
 			{Pattern: "GET /api/{$}", Handler: a.apiVersion, Public: true},
 			{Pattern: "GET /api/status", Handler: a.status},
@@ -88,7 +90,7 @@ func (a *api) protocol() serve.Protocol {
 // token is a request's key, where Jupyter's clients send their token: the
 // token parameter (Open WebUI, on every call and on the websocket's URL),
 // or an Authorization header with the token scheme (jupyter_server's
-// gateway client) or Bearer.
+// gateway client) or Bearer; else the login cookie of password mode.
 func token(r *http.Request) string {
 	if t := r.URL.Query().Get("token"); t != "" {
 		return t
@@ -97,7 +99,7 @@ func token(r *http.Request) string {
 	if strings.EqualFold(scheme, "token") || strings.EqualFold(scheme, "bearer") {
 		return strings.TrimSpace(key)
 	}
-	return ""
+	return fromCookie(r)
 }
 
 // refuse answers an error as Jupyter Server does: its status, and a JSON

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -420,5 +422,69 @@ func TestExecutionTimeLimit(t *testing.T) {
 	}
 	if s := streamed(c.execute("print(kept)")); s["stdout"] != "yes\n" {
 		t.Errorf("after the limit, kept printed %q; want the state kept", s)
+	}
+}
+
+// Password mode, as Open WebUI logs in to a Jupyter Server: the _xsrf
+// cookie from GET /login, the form posted with it and a key as the
+// password, then cookies; a change needs X-XSRFToken too, and a wrong
+// password gets no cookie.
+func TestPasswordLogin(t *testing.T) {
+	ts := newTestServer(t)
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path string, form url.Values, header http.Header) int {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, _ := http.NewRequestWithContext(ctx(t), method, ts.URL+path, body)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status := do("GET", "/login", nil, nil); status != http.StatusOK {
+		t.Fatalf("GET /login: %d", status)
+	}
+	u, _ := url.Parse(ts.URL)
+	xsrf := ""
+	for _, c := range jar.Cookies(u) {
+		if c.Name == xsrfCookie {
+			xsrf = c.Value
+		}
+	}
+	if xsrf == "" {
+		t.Fatal("GET /login set no _xsrf cookie")
+	}
+	if status := do("POST", "/login", url.Values{"_xsrf": {xsrf}, "password": {"not-a-key"}}, nil); status != http.StatusUnauthorized {
+		t.Errorf("a wrong password: %d", status)
+	}
+	if status := do("GET", "/api/kernels", nil, nil); status != http.StatusUnauthorized {
+		t.Errorf("after a wrong password, the API: %d", status)
+	}
+	if status := do("POST", "/login", url.Values{"_xsrf": {"forged"}, "password": {aliceKey}}, nil); status != http.StatusForbidden {
+		t.Errorf("a form whose _xsrf is not its cookie's: %d", status)
+	}
+	if status := do("POST", "/login", url.Values{"_xsrf": {xsrf}, "password": {aliceKey}}, nil); status != http.StatusFound {
+		t.Fatalf("the right password: %d; want a redirect", status)
+	}
+	if status := do("GET", "/api/kernels", nil, nil); status != http.StatusOK {
+		t.Errorf("logged in, GET /api/kernels: %d", status)
+	}
+	if status := do("POST", "/api/kernels", nil, nil); status != http.StatusUnauthorized {
+		t.Errorf("logged in, a POST without X-XSRFToken: %d; want refused", status)
+	}
+	if status := do("POST", "/api/kernels", nil, http.Header{"X-Xsrftoken": {xsrf}}); status != http.StatusCreated {
+		t.Errorf("logged in, a POST with X-XSRFToken: %d", status)
 	}
 }
