@@ -38,7 +38,7 @@ type testServer struct {
 	api *api
 }
 
-func newTestServer(t *testing.T, change ...func(*serve.Config)) *testServer {
+func newTestServer(t testing.TB, change ...func(*serve.Config)) *testServer {
 	t.Helper()
 	dir := terptest.TempDir(t)
 	st, err := store.Open(filepath.Join(dir, "data"))
@@ -71,7 +71,7 @@ func newTestServer(t *testing.T, change ...func(*serve.Config)) *testServer {
 	return &testServer{Server: hs, srv: srv, api: a}
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
@@ -79,7 +79,7 @@ func ctx(t *testing.T) context.Context {
 
 // call sends a request with key as Open WebUI does (?token=), and decodes
 // the JSON answer into out unless it is nil.
-func (ts *testServer) call(t *testing.T, method, path, key string, body string, out any) int {
+func (ts *testServer) call(t testing.TB, method, path, key string, body string, out any) int {
 	t.Helper()
 	sep := "?"
 	if strings.Contains(path, "?") {
@@ -115,7 +115,7 @@ func (ts *testServer) startKernel(t *testing.T, key string) kernelModel {
 
 // client is one websocket connection to a kernel's channels.
 type client struct {
-	t       *testing.T
+	t       testing.TB
 	ws      *websocket.Conn
 	v1      bool
 	session string
@@ -123,7 +123,7 @@ type client struct {
 
 // connect opens a websocket to a kernel's channels; status is the
 // handshake's HTTP status.
-func (ts *testServer) connect(t *testing.T, kernelID, key string, protocols ...string) (c *client, status int, err error) {
+func (ts *testServer) connect(t testing.TB, kernelID, key string, protocols ...string) (c *client, status int, err error) {
 	t.Helper()
 	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/api/kernels/" + kernelID + "/channels?token=" + key
 	ws, resp, err := websocket.Dial(ctx(t), url, &websocket.DialOptions{Subprotocols: protocols})
