@@ -119,15 +119,16 @@ bench:
 # loadtest puts the terp serve binary, built from this tree, under load:
 # waves of concurrent three-step code-interpreter conversations against a
 # scripted model that takes 300 ms a reply, on the local backend and through
-# terp sandbox serve, at 8, 64 and 256 conversations at once (see "terp serve
-# under load" in docs/benchmarks.md). It takes minutes and the whole machine:
-# run it on a quiet one (make bench skips it). LOAD picks the runs, as
-# -bench's pattern below BenchmarkLoad: LOAD=local/n=8 is the smallest.
+# terp sandbox serve, at 8, 64 and 256 conversations at once, and 64 Jupyter
+# kernels open at once (see "terp serve under load" in docs/benchmarks.md). It
+# takes minutes and the whole machine: run it on a quiet one (make bench skips
+# it). LOAD picks the runs, as -bench's pattern below BenchmarkLoad and
+# BenchmarkLoadJupyter: LOAD=local/n=8 is the smallest.
 # TERP_LOAD_PREWARM (none by default) and TERP_LOAD_IDLE_PAUSE (30s) are
 # passed through.
 LOAD ?= .
 loadtest:
-	TERP_LOADTEST=1 $(GO) test -run '^$$' -bench '^BenchmarkLoad$$/$(LOAD)' -benchtime 1x -timeout 0 ./internal/serve/loadtest/
+	TERP_LOADTEST=1 $(GO) test -run '^$$' -bench '^BenchmarkLoad(Jupyter)?$$/$(LOAD)' -benchtime 1x -timeout 0 ./internal/serve/loadtest/
 
 # soak runs 16 clients through terp serve for SOAK (10m), one conversation
 # after another, and fails on growth of its threads, open files, goroutines
