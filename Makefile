@@ -13,16 +13,20 @@ LDFLAGS := -s -w -X github.com/terpdev/terp/internal/cli.version=$(VERSION)
 # ipykernel validate and run the exported notebook, see
 # internal/export/jupyter_test.go, and terptest.JupyterDebs says the same;
 # ipykernel, with the jupyter_client it depends on, is also the peer kernel
-# of BenchmarkKernelVsJupyter in internal/kernel;
+# of BenchmarkKernelVsJupyter in internal/kernel and the stock server's
+# kernel of TestJupyterClientsAgainstStockServer in internal/cli;
 # chromium opens the web pages terp writes, the exported conversation and
-# the batch report, see internal/terptest/browsertest).
+# the batch report, see internal/terptest/browsertest; python3-venv makes
+# the virtual environments of the tests that run Python clients from PyPI,
+# Open WebUI's executor and jupyter_server, see terptest.PythonVenv).
 # util-linux brings prlimit, which limits root's sandboxes; python3-pip is
 # what %pip install runs in the sandbox (the allowlist mode's package index).
 DEBS      := bubblewrap util-linux python3 python3-numpy python3-pandas python3-matplotlib python3-pip
-TEST_DEBS := $(DEBS) tmux postgresql python3-nbformat python3-nbclient python3-ipykernel chromium
+TEST_DEBS := $(DEBS) tmux postgresql python3-nbformat python3-nbclient python3-ipykernel python3-venv chromium
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # The npm package of the tests that run real Node.js clients (TestNodeSDK:
-# npm's openai; TestMCPInspector: the MCP Inspector's CLI), the oldest
+# npm's openai; TestMCPInspector: the MCP Inspector's CLI; TestJupyterClients:
+# JupyterLab's @jupyterlab/services with ws), the oldest
 # Node.js they run on (the Inspector 2 needs 22.19; Debian 12's nodejs is
 # 18), and the one node-deps falls back on. terptest.NodeMin says the same.
 NODE_PKG     := testdata/node
