@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,17 +37,6 @@ import (
 // against jupyter_server with Debian's ipykernel, behind
 // TERP_TEST_JUPYTER_STOCK=1 (it is a check of the tests, not of terp, and
 // costs half a minute and two PyPI environments).
-
-// jupyterServed says whether terp serve speaks the Jupyter Server API at
-// its root. Until it does, the tests that point the clients at terp skip.
-// Set true once internal/serve/jupyter is registered.
-const jupyterServed = false
-
-// jupyterPasswordServed says whether terp serve has the password mode of
-// Open WebUI's other auth setting (the _xsrf login flow). Until it does, the
-// password test against terp skips, saying so. Set true once it has, and
-// make terpPasswordArgs give its flag.
-const jupyterPasswordServed = false
 
 // jupyterStockEnv turns on TestJupyterClientsAgainstStockServer, the
 // harness's self-check.
@@ -104,13 +92,11 @@ type jupyterTarget struct {
 
 // The clients run code in terp's sandboxes on the local backend.
 func TestJupyterClients(t *testing.T) {
-	skipUntilJupyterServed(t)
 	exerciseJupyterClients(t, startTerpJupyter(t, nil))
 }
 
 // Open WebUI's executor runs code in a Docker sandbox as well.
 func TestJupyterClientsOnDocker(t *testing.T) {
-	skipUntilJupyterServed(t)
 	img := terptest.DockerImage(t)
 	env := map[string]string{"TERP_SANDBOX": "docker", "TERP_DOCKER_IMAGE": img}
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
@@ -126,13 +112,6 @@ func TestJupyterClientsAgainstStockServer(t *testing.T) {
 		t.Skipf("the harness's self-check against a stock Jupyter server runs with %s=1", jupyterStockEnv)
 	}
 	exerciseJupyterClients(t, startStockJupyter(t))
-}
-
-func skipUntilJupyterServed(t *testing.T) {
-	t.Helper()
-	if !jupyterServed {
-		t.Skip("terp serve does not speak the Jupyter Server API yet: set jupyterServed in serve_jupyter_test.go once internal/serve/jupyter is registered")
-	}
 }
 
 // exerciseJupyterClients runs every client against target.
@@ -182,26 +161,11 @@ func startTerpJupyter(t *testing.T, env map[string]string) jupyterTarget {
 		full[k] = v
 	}
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--keys-file", keys}
-	target := jupyterTarget{token: alice, foreign: bob, foreignStatus: http.StatusNotFound}
-	if jupyterPasswordServed {
-		target.password = "open-sesame-jupyter"
-		args = append(args, terpPasswordArgs(t, dir, "alice", target.password)...)
-	}
+	// terp's password mode takes a key as the password.
+	target := jupyterTarget{token: alice, password: alice, foreign: bob, foreignStatus: http.StatusNotFound}
 	p := startProcess(t, full, `serving the OpenAI API on (http://\S+)/v1`, args...)
 	target.base = p.base
 	return target
-}
-
-// terpPasswordArgs is the one place that knows how terp serve is given a
-// password for key's kernels: the flag and its file are a guess until the
-// password mode lands.
-func terpPasswordArgs(t *testing.T, dir, key, password string) []string {
-	t.Helper()
-	file := filepath.Join(dir, "jupyter-passwords")
-	if err := os.WriteFile(file, []byte(key+" "+password+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"--jupyter-password-file", file}
 }
 
 // stockToken and stockPassword are the stock server's.
@@ -524,9 +488,6 @@ func checkOpenWebUIImage(t *testing.T, res openWebUIResult) {
 // checkOpenWebUIPassword is Open WebUI in password mode: GET /login for the
 // _xsrf cookie, POST /login, then cookies and X-XSRFToken.
 func checkOpenWebUIPassword(t *testing.T, target jupyterTarget) {
-	if target.password == "" {
-		terptest.SkipLoudly(t, &jupyterPasswordSkip, "JUPYTER PASSWORD MODE NOT TESTED: terp serve has no password mode for Open WebUI yet (set jupyterPasswordServed in internal/cli/serve_jupyter_test.go once it has)")
-	}
 	base := target.base
 	if target.passwordBase != "" {
 		base = target.passwordBase
@@ -543,8 +504,6 @@ func checkOpenWebUIPassword(t *testing.T, target jupyterTarget) {
 		t.Errorf("a wrong password: %+v; want Open WebUI's 'Error: 401 ...' from the login", res)
 	}
 }
-
-var jupyterPasswordSkip sync.Once
 
 // jupyterLabSummary is what jupyterlab.mjs prints.
 type jupyterLabSummary struct {

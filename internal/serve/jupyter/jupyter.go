@@ -309,8 +309,9 @@ func (a *api) getKernel(w http.ResponseWriter, r *http.Request) {
 func (a *api) deleteKernel(w http.ResponseWriter, r *http.Request) {
 	a.withKernel(w, r, func(l *serve.Lease) {
 		id := l.Container().ID
-		if k := a.live(id); k != nil {
-			k.shutdown()
+		k := a.live(id)
+		if k != nil {
+			k.interrupt()
 		}
 		l.Release(r.Context())
 		if err := a.host.RemoveContainer(r.Context(), serve.Owner(r), id); err != nil {
@@ -318,7 +319,14 @@ func (a *api) deleteKernel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.forget(id)
+		// Answered before the websockets close, as Jupyter Server does: a
+		// client that asked takes the kernel for gone, not for a lost
+		// connection to reconnect.
 		w.WriteHeader(http.StatusNoContent)
+		http.NewResponseController(w).Flush()
+		if k != nil {
+			k.shutdown()
+		}
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/coder/websocket"
 	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/serve"
 )
@@ -138,7 +139,9 @@ func (k *hub) shutdown() {
 	}
 	k.mu.Unlock()
 	for _, c := range conns {
-		c.close("the kernel was shut down")
+		// A normal closure: the client does not try to reconnect to a
+		// kernel that is gone.
+		_ = c.ws.Close(websocket.StatusNormalClosure, "the kernel was shut down")
 	}
 }
 

@@ -171,8 +171,9 @@ func (a *api) deleteSession(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	delete(a.sessions, s.ID)
 	a.mu.Unlock()
-	if k := a.live(s.Kernel.ID); k != nil {
-		k.shutdown()
+	k := a.live(s.Kernel.ID)
+	if k != nil {
+		k.interrupt()
 	}
 	if err := a.host.RemoveContainer(r.Context(), s.owner, s.Kernel.ID); err != nil && serve.StatusOf(err) != http.StatusNotFound {
 		refuse(w, err)
@@ -180,6 +181,10 @@ func (a *api) deleteSession(w http.ResponseWriter, r *http.Request) {
 	}
 	a.forget(s.Kernel.ID)
 	w.WriteHeader(http.StatusNoContent)
+	http.NewResponseController(w).Flush()
+	if k != nil {
+		k.shutdown()
+	}
 }
 
 // decodeContent reads m's content into v.
