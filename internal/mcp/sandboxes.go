@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,9 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
-	"github.com/terpdev/terp/internal/serve/state"
 )
 
 // Which sandbox a call uses, first that applies:
@@ -264,14 +261,8 @@ func (s *Server) expiredError(name string) error {
 // client does), stored as an mcp conversation that outlives the sandbox,
 // and, as a backstop, expiring on the host ExpireAfter after its last use.
 func (s *Server) spec() serve.ContainerSpec {
-	spec := serve.ContainerSpec{Origin: "mcp", KeepConversation: true, Minutes: minutes(s.cfg.ExpireAfter)}
-	switch n := s.cfg.Settings.NetworkPolicy(); n.Mode {
-	case sandbox.NetworkAllowlist:
-		spec.Network = state.Network{Type: "allowlist", AllowedDomains: slices.Clone(n.Allow)}
-	case sandbox.NetworkFull:
-		spec.Network = state.Network{Type: "full"}
-	}
-	return spec
+	return serve.ContainerSpec{Origin: "mcp", KeepConversation: true, Minutes: minutes(s.cfg.ExpireAfter),
+		Network: s.cfg.Host.SettingsNetwork()}
 }
 
 // minutes is d in the whole minutes a container record's expiry counts,

@@ -283,6 +283,19 @@ func (s *Server) containerConfig(rec state.Container) *config.Config {
 	return &cfg
 }
 
+// SettingsNetwork is the egress the server's own settings give, for the
+// containers of a protocol whose clients cannot ask for one (terp mcp,
+// Jupyter): the operator's choice, where OpenAI's clients make theirs.
+func (s *Server) SettingsNetwork() state.Network {
+	switch n := s.cfg.Settings.NetworkPolicy(); n.Mode {
+	case sandbox.NetworkAllowlist:
+		return state.Network{Type: "allowlist", AllowedDomains: slices.Clone(n.Allow)}
+	case sandbox.NetworkFull:
+		return state.Network{Type: "full"}
+	}
+	return state.Network{}
+}
+
 // memoryName is a limit as OpenAI names it, the nearest that is not less.
 func memoryName(n int64) string {
 	for _, name := range []string{"1g", "4g", "16g", "64g"} {

@@ -247,7 +247,8 @@ func (a *api) newKernel(ctx context.Context, owner, name string) (state.Containe
 	// Jupyter's clients do not say how long a kernel lives: it lives as
 	// long as an OpenAI container left alone, and while a client is
 	// connected (a connection holds a lease).
-	l, err := a.host.CreateContainer(ctx, owner, serve.ContainerSpec{ID: newUUID(), Name: specName, Origin: origin, ValueApart: true})
+	l, err := a.host.CreateContainer(ctx, owner, serve.ContainerSpec{ID: newUUID(), Name: specName, Origin: origin, ValueApart: true,
+		Network: a.host.SettingsNetwork()})
 	if err != nil {
 		return state.Container{}, err
 	}

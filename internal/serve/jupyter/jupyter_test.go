@@ -208,6 +208,42 @@ func (c *client) until(id string) []reply {
 	return out
 }
 
+// untilStream reads the kernel's messages parented to id until a stream
+// carried text, and returns them: the cell runs on meanwhile.
+func (c *client) untilStream(id, text string) []reply {
+	c.t.Helper()
+	var out []reply
+	for {
+		typ, b, err := c.ws.Read(ctx(c.t))
+		if err != nil {
+			c.t.Fatalf("waiting for %q: %v (so far %+v)", text, err, out)
+		}
+		var m message
+		if typ == websocket.MessageBinary {
+			m, err = decodeV1(b)
+		} else {
+			m, err = decodeLegacy(b)
+		}
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		var parent header
+		_ = json.Unmarshal(m.ParentHeader, &parent)
+		if parent.MsgID != id {
+			continue
+		}
+		r := reply{Channel: m.Channel, Type: m.Header.MsgType, Parent: parent.MsgID}
+		_ = json.Unmarshal(m.Content, &r.Content)
+		out = append(out, r)
+		if r.Type == "stream" && r.Content["text"] == text {
+			return out
+		}
+		if r.Type == "status" && r.Content["execution_state"] == "idle" {
+			c.t.Fatalf("the cell ended before it printed %q: %+v", text, out)
+		}
+	}
+}
+
 func (c *client) execute(code string) []reply {
 	c.t.Helper()
 	return c.until(c.request("shell", "execute_request", map[string]any{"code": code, "silent": false, "store_history": true,
@@ -293,21 +329,13 @@ func TestKernelSpeaksJupyter(t *testing.T) {
 				t.Errorf("the reply to an error: %+v", r)
 			}
 
-			// An interrupt on the control channel stops a cell that sleeps,
-			// and the state is kept.
+			// What a cell prints reaches the client while it runs; an
+			// interrupt on the control channel then stops it, and the state
+			// is kept.
 			id := c.request("shell", "execute_request", map[string]any{"code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"})
-			for deadline := time.Now().Add(time.Minute); ; {
-				if k := ts.hubOf(k.ID); k != nil && k.executionState() == "busy" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the sleeping cell never ran")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			time.Sleep(300 * time.Millisecond)
+			early := c.untilStream(id, "sleeping\n")
 			c.request("control", "interrupt_request", map[string]any{})
-			if e := of(c.until(id), "error"); len(e) != 1 || e[0].Content["ename"] != "KeyboardInterrupt" {
+			if e := of(append(early, c.until(id)...), "error"); len(e) != 1 || e[0].Content["ename"] != "KeyboardInterrupt" {
 				t.Errorf("an interrupted cell: %+v; want KeyboardInterrupt", e)
 			}
 			if s := streamed(c.execute("print(x)")); s["stdout"] != "41\n" {
@@ -325,7 +353,6 @@ func TestKernelSpeaksJupyter(t *testing.T) {
 	}
 }
 
-func (ts *testServer) hubOf(id string) *hub { return ts.api.live(id) }
 
 // A key sees only its own kernels: another's is not found, in the API and
 // on the websocket, and is not listed.
@@ -486,5 +513,18 @@ func TestPasswordLogin(t *testing.T) {
 	}
 	if status := do("POST", "/api/kernels", nil, http.Header{"X-Xsrftoken": {xsrf}}); status != http.StatusCreated {
 		t.Errorf("logged in, a POST with X-XSRFToken: %d", status)
+	}
+}
+
+// A kernel's sandbox has the egress the server's settings give: its
+// clients cannot ask for one, as OpenAI's can.
+func TestKernelNetworkIsTheServers(t *testing.T) {
+	ts := newTestServer(t, func(c *serve.Config) {
+		c.Settings.Network, c.Settings.NetworkAllow = "allowlist", []string{"pypi.org"}
+	})
+	k := ts.startKernel(t, aliceKey)
+	rec, err := ts.srv.ContainerRecord(ctx(t), "alice", k.ID)
+	if err != nil || rec.Network.Type != "allowlist" || len(rec.Network.AllowedDomains) != 1 || rec.Network.AllowedDomains[0] != "pypi.org" {
+		t.Errorf("the kernel's network: %+v (%v); want the server's allowlist", rec.Network, err)
 	}
 }
