@@ -353,7 +353,6 @@ func TestKernelSpeaksJupyter(t *testing.T) {
 	}
 }
 
-
 // A key sees only its own kernels: another's is not found, in the API and
 // on the websocket, and is not listed.
 func TestKernelsAreTheirKeys(t *testing.T) {
