@@ -343,7 +343,9 @@ func (a *api) interruptKernel(w http.ResponseWriter, r *http.Request) {
 func (a *api) restartKernel(w http.ResponseWriter, r *http.Request) {
 	a.withKernel(w, r, func(l *serve.Lease) {
 		k := a.kernel(l.Container())
-		if err := k.restart(r.Context(), l); err != nil {
+		err := k.restart(r.Context(), l)
+		k.endIfIdle() // made for the restart, if no client is connected
+		if err != nil {
 			refuse(w, err)
 			return
 		}

@@ -527,3 +527,27 @@ func TestKernelNetworkIsTheServers(t *testing.T) {
 		t.Errorf("the kernel's network: %+v (%v); want the server's allowlist", rec.Network, err)
 	}
 }
+
+// A kernel's hub (its connections and the loop that runs its requests)
+// ends with its last connection, and the next connection gets a new one
+// that runs code in the same kernel, its state kept.
+func TestReconnectKeepsTheKernel(t *testing.T) {
+	ts := newTestServer(t)
+	k := ts.startKernel(t, aliceKey)
+	for i, code := range []string{"x = 7", "print(x * 6)"} {
+		c, _, err := ts.connect(t, k.ID, aliceKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := c.execute(code)
+		if i == 1 && streamed(rs)["stdout"] != "42\n" {
+			t.Errorf("after a reconnect: %+v; want 42 from the variable the first connection set", rs)
+		}
+		_ = c.ws.Close(websocket.StatusNormalClosure, "")
+		for deadline := time.Now().Add(10 * time.Second); ts.api.live(k.ID) != nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the hub outlived its last connection")
+			}
+		}
+	}
+}

@@ -35,9 +35,12 @@ type hub struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
-	// queue holds the shell requests waiting, for the loop that runs them
-	// (started with the first connection, ended with the last).
+	// queue holds the shell requests waiting, for the loop that runs them,
+	// one at a time for the hub's life: the hub ends (done) once it has
+	// no connection and nothing to run, so that no two loops ever run
+	// the same kernel's code at once.
 	queue chan request
+	done  bool
 	// busy is set while a request runs; cancel interrupts the execution
 	// that runs.
 	busy   bool
@@ -55,7 +58,9 @@ type request struct {
 }
 
 func newHub(a *api, id, owner string) *hub {
-	return &hub{a: a, id: id, owner: owner, session: newUUID(), conns: map[*conn]struct{}{}}
+	k := &hub{a: a, id: id, owner: owner, session: newUUID(), conns: map[*conn]struct{}{}, queue: make(chan request, queueLen)}
+	go k.loop()
+	return k
 }
 
 func (k *hub) connections() int {
@@ -73,49 +78,56 @@ func (k *hub) executionState() string {
 	return "idle"
 }
 
-// attach adds a connection, starting the loop that runs shell requests
-// with the first.
+// attach adds a connection.
 func (k *hub) attach(c *conn) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.conns[c] = struct{}{}
-	if k.queue == nil {
-		k.queue = make(chan request, queueLen)
-		go k.loop(k.queue)
-	}
 }
 
-// detach drops a connection; with the last, the loop ends once it has run
-// what was asked of it.
+// detach drops a connection, and ends the hub if it was the last and
+// nothing runs.
 func (k *hub) detach(c *conn) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	delete(k.conns, c)
-	if len(k.conns) == 0 && k.queue != nil {
-		close(k.queue)
-		k.queue = nil
+	k.mu.Unlock()
+	k.endIfIdle()
+}
+
+// endIfIdle ends the hub when it has no connection and nothing runs or
+// waits: the kernel itself (the container) lives on, and its next
+// connection gets a new hub. The API's lock is taken first, so that no
+// connection finds the hub as it ends.
+func (k *hub) endIfIdle() {
+	k.a.mu.Lock()
+	defer k.a.mu.Unlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.done || len(k.conns) > 0 || k.busy || len(k.queue) > 0 {
+		return
+	}
+	k.done = true
+	close(k.queue)
+	if k.a.kernels[k.id] == k {
+		delete(k.a.kernels, k.id)
 	}
 }
 
 // submit queues a shell request, or answers it busy when too many wait.
+// Only a connection of the hub's submits, so the hub has not ended.
 func (k *hub) submit(r request) {
-	k.mu.Lock()
-	q := k.queue
-	k.mu.Unlock()
-	if q == nil {
-		return
-	}
 	select {
-	case q <- r:
+	case k.queue <- r:
 	default:
 		k.reply(r, "error", map[string]any{"status": "error", "ename": "KernelBusy",
 			"evalue": fmt.Sprintf("%d requests wait for this kernel already; send this one again later", queueLen), "traceback": []string{}})
 	}
 }
 
-func (k *hub) loop(q chan request) {
-	for r := range q {
+func (k *hub) loop() {
+	for r := range k.queue {
 		k.handle(r)
+		k.endIfIdle()
 	}
 }
 
