@@ -324,7 +324,7 @@ func (a *api) deleteKernel(w http.ResponseWriter, r *http.Request) {
 		// client that asked takes the kernel for gone, not for a lost
 		// connection to reconnect.
 		w.WriteHeader(http.StatusNoContent)
-		http.NewResponseController(w).Flush()
+		_ = http.NewResponseController(w).Flush()
 		if k != nil {
 			k.shutdown()
 		}

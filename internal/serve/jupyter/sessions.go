@@ -181,7 +181,7 @@ func (a *api) deleteSession(w http.ResponseWriter, r *http.Request) {
 	}
 	a.forget(s.Kernel.ID)
 	w.WriteHeader(http.StatusNoContent)
-	http.NewResponseController(w).Flush()
+	_ = http.NewResponseController(w).Flush()
 	if k != nil {
 		k.shutdown()
 	}

@@ -146,7 +146,7 @@ func openKernel(ctx context.Context, base, key string, i int) (*jupyterKernel, e
 		}
 		switch m.MsgType {
 		case "stream":
-			out.WriteString(fmt.Sprint(m.Content["text"]))
+			fmt.Fprint(&out, m.Content["text"])
 		case "execute_reply":
 			replied = true
 			if m.Content["status"] != "ok" {
