@@ -40,7 +40,13 @@ type testServer struct {
 
 func newTestServer(t testing.TB, change ...func(*serve.Config)) *testServer {
 	t.Helper()
-	dir := terptest.TempDir(t)
+	return newTestServerIn(t, terptest.TempDir(t), change...)
+}
+
+// newTestServerIn is newTestServer keeping its state, conversations and
+// sandboxes in dir, where a server started before it kept its own.
+func newTestServerIn(t testing.TB, dir string, change ...func(*serve.Config)) *testServer {
+	t.Helper()
 	st, err := store.Open(filepath.Join(dir, "data"))
 	if err != nil {
 		t.Fatal(err)
@@ -549,5 +555,35 @@ func TestReconnectKeepsTheKernel(t *testing.T) {
 				t.Fatal("the hub outlived its last connection")
 			}
 		}
+	}
+}
+
+// A kernel outlives terp serve's restart, as its container does: the
+// restarted server lists it, and code run in it finds its files (Python
+// itself started anew).
+func TestKernelOutlivesARestart(t *testing.T) {
+	dir := terptest.TempDir(t)
+	first := newTestServerIn(t, dir)
+	k := first.startKernel(t, aliceKey)
+	c, _, err := first.connect(t, k.ID, aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.execute("open('/mnt/data/kept.txt', 'w').write('still here')")
+	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	first.Close()
+	first.srv.Close(ctx(t))
+
+	second := newTestServerIn(t, dir)
+	var list []kernelModel
+	if second.call(t, "GET", "/api/kernels", aliceKey, "", &list); len(list) != 1 || list[0].ID != k.ID {
+		t.Fatalf("after the restart the kernels are %+v; want %s", list, k.ID)
+	}
+	c, _, err = second.connect(t, k.ID, aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := streamed(c.execute("print(open('/mnt/data/kept.txt').read())")); s["stdout"] != "still here\n" {
+		t.Errorf("after the restart the kernel's file reads %q", s)
 	}
 }
