@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -144,13 +146,7 @@ func (k *hub) interrupt() {
 // shutdown interrupts what runs and ends every connection.
 func (k *hub) shutdown() {
 	k.interrupt()
-	k.mu.Lock()
-	conns := make([]*conn, 0, len(k.conns))
-	for c := range k.conns {
-		conns = append(conns, c)
-	}
-	k.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range k.connList() {
 		// A normal closure: the client does not try to reconnect to a
 		// kernel that is gone.
 		_ = c.ws.Close(websocket.StatusNormalClosure, "the kernel was shut down")
@@ -343,15 +339,17 @@ func (k *hub) iopub(r request, msgType string, content any) {
 
 func (k *hub) broadcast(parent json.RawMessage, msgType string, content any) {
 	m := k.message("iopub", parent, msgType, content)
-	k.mu.Lock()
-	conns := make([]*conn, 0, len(k.conns))
-	for c := range k.conns {
-		conns = append(conns, c)
-	}
-	k.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range k.connList() {
 		c.send(m)
 	}
+}
+
+// connList is the connections as they are now, to write to without the
+// hub's lock.
+func (k *hub) connList() []*conn {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Collect(maps.Keys(k.conns))
 }
 
 // reply answers r on its own channel, to its connection only.
