@@ -3,6 +3,7 @@ package openaiapi
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
 )
@@ -164,7 +166,7 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 	}
 	owner, id := serve.Owner(r), serve.NewID("chatcmpl-")
 	named := r.Header.Get(ContainerHeader)
-	question, perr := chatQuestion(req.Messages, named != "")
+	question, files, perr := s.chatQuestion(r.Context(), owner, req.Messages, named != "")
 	if perr != nil {
 		perr.answer(w)
 		return
@@ -185,6 +187,9 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 			return l, err
 		},
 		Ready: func(ctx context.Context, c *serve.Container) (conversation.TurnRequest, serve.TurnSink, error) {
+			if err := s.putFiles(ctx, c, files); err != nil {
+				return conversation.TurnRequest{}, nil, err
+			}
 			if req.Model == "" { // and so model too: the container's goes on
 				req.Model = c.Conversation().Info().Model
 			}
@@ -211,27 +216,33 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 // chatQuestion is the question a chat completion asks: its last message,
 // a user's. In a container that goes on, the earlier messages are in its
 // history already; in a new one they come before the question, as notes.
-func chatQuestion(msgs []chatMessage, goesOn bool) (string, *paramError) {
+// Files the messages attach (file parts, and images as data URLs) are put
+// in /work before the turn, those of the earlier messages too in a new
+// container, and the question says where they are.
+func (s *api) chatQuestion(ctx context.Context, owner string, msgs []chatMessage, goesOn bool) (string, []namedFile, *paramError) {
 	if len(msgs) == 0 {
-		return "", badParam("messages", "messages is empty: give at least one user message")
+		return "", nil, badParam("messages", "messages is empty: give at least one user message")
 	}
 	last := len(msgs) - 1
 	if msgs[last].Role != "user" {
-		return "", badParam(fmt.Sprintf("messages[%d].role", last), "the last message is the question the code interpreter answers: make it a user message")
+		return "", nil, badParam(fmt.Sprintf("messages[%d].role", last), "the last message is the question the code interpreter answers: make it a user message")
 	}
 	var lines []string
+	var files []namedFile
+	images := 0
 	for i, m := range msgs {
 		if goesOn && i < last {
 			continue
 		}
-		text, perr := chatText(m.Content, fmt.Sprintf("messages[%d].content", i))
+		text, attached, perr := s.chatContent(ctx, owner, m.Content, fmt.Sprintf("messages[%d].content", i), &images)
 		if perr != nil {
-			return "", perr
+			return "", nil, perr
 		}
+		files = append(files, attached...)
 		switch {
 		case i == last:
-			if strings.TrimSpace(text) == "" {
-				return "", badParam(fmt.Sprintf("messages[%d].content", i), "the question is empty")
+			if strings.TrimSpace(text) == "" && len(attached) == 0 {
+				return "", nil, badParam(fmt.Sprintf("messages[%d].content", i), "the question is empty")
 			}
 			lines = append(lines, text)
 		case strings.TrimSpace(text) == "":
@@ -242,38 +253,92 @@ func chatQuestion(msgs []chatMessage, goesOn bool) (string, *paramError) {
 		case m.Role == "assistant":
 			lines = append(lines, "(You answered earlier: "+text+")")
 		default:
-			return "", badParam(fmt.Sprintf("messages[%d].role", i),
+			return "", nil, badParam(fmt.Sprintf("messages[%d].role", i),
 				fmt.Sprintf("role %q is not one of user, assistant, system, developer: function tools are not supported with the code interpreter yet", m.Role))
 		}
 	}
-	return strings.Join(lines, "\n\n"), nil
+	if len(files) > 0 {
+		names := make([]string, len(files))
+		for i, f := range files {
+			names[i] = path.Join(sandbox.DataDir, f.name)
+		}
+		lines = append(lines, "(Files attached: "+strings.Join(names, ", ")+")")
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n\n")), files, nil
 }
 
-// chatText is a message's content as text: a string, null, or text parts.
-func chatText(raw json.RawMessage, param string) (string, *paramError) {
+// chatPart is a content part of a chat message: text, a file, or an image.
+type chatPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+	File *struct {
+		FileID   string `json:"file_id"`
+		Filename string `json:"filename"`
+		FileData string `json:"file_data"`
+	} `json:"file"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// chatContent is a message's content: its text (a string, null, or text
+// parts) and the files it attaches. images counts the images attached so
+// far, which are named by their number, as they come without a name.
+func (s *api) chatContent(ctx context.Context, owner string, raw json.RawMessage, param string, images *int) (string, []namedFile, *paramError) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		return text, nil
+		return text, nil, nil
 	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
+	var parts []chatPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", badParam(param, "content is a string or an array of parts")
+		return "", nil, badParam(param, "content is a string or an array of parts")
 	}
 	var said []string
+	var files []namedFile
 	for j, p := range parts {
-		if p.Type != "text" {
-			return "", badParam(fmt.Sprintf("%s[%d].type", param, j),
-				fmt.Sprintf("content parts of type %q are not supported with the code interpreter; send text, and files with POST /v1/containers/ID/files", p.Type))
+		at := fmt.Sprintf("%s[%d]", param, j)
+		switch {
+		case p.Type == "text":
+			said = append(said, p.Text)
+		case p.Type == "file" && p.File != nil:
+			f, perr := s.inputFile(ctx, owner, inputPart{FileID: p.File.FileID, Filename: p.File.Filename, FileData: p.File.FileData}, at+".file")
+			if perr != nil {
+				return "", nil, perr
+			}
+			files = append(files, f)
+		case p.Type == "image_url" && p.ImageURL != nil:
+			*images++
+			f, perr := imageFile(p.ImageURL.URL, at+".image_url.url", *images)
+			if perr != nil {
+				return "", nil, perr
+			}
+			files = append(files, f)
+		default:
+			return "", nil, badParam(at+".type", fmt.Sprintf("content parts of type %q are not supported with the code interpreter; send text, files and images as data URLs", p.Type))
 		}
-		said = append(said, p.Text)
 	}
-	return strings.Join(said, "\n"), nil
+	return strings.Join(said, "\n"), files, nil
+}
+
+// imageFile is an image_url part's image, which must come as a data URL:
+// terp fetches nothing from the network. It is named image_N.
+func imageFile(url, param string, n int) (namedFile, *paramError) {
+	mime, data, ok := strings.Cut(strings.TrimPrefix(url, "data:"), ";base64,")
+	if !strings.HasPrefix(url, "data:") || !ok {
+		return namedFile{}, badParam(param, "an image is sent as a data URL (data:image/png;base64,...): terp serve fetches nothing from the network")
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return namedFile{}, badParam(param, "the image's data URL is not base64")
+	}
+	ext := map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}[mime]
+	if ext == "" {
+		ext = ".bin"
+	}
+	return namedFile{name: fmt.Sprintf("image_%d%s", n, ext), data: b}, nil
 }
 
 // chatTurn turns a turn's events into a chat completion: the steps, as they

@@ -2,8 +2,10 @@ package openaiapi_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -534,7 +536,9 @@ func TestChatRefusesWhatItCannotRun(t *testing.T) {
 			for _, tc := range []struct{ body, param string }{
 				{`{"model": "m", ` + tool + `, "terp_steps": "loud", "messages": [{"role": "user", "content": "hi"}]}`, "terp_steps"},
 				{`{"model": "m", ` + tool + `, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}]}`, "messages[1].role"},
-				{`{"model": "m", ` + tool + `, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}`, "messages[0].content[0].type"},
+				{`{"model": "m", ` + tool + `, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}]}]}`, "messages[0].content[0].image_url.url"},
+				{`{"model": "m", ` + tool + `, "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}`, "messages[0].content[0].type"},
+				{`{"model": "m", ` + tool + `, "messages": [{"role": "user", "content": [{"type": "file", "file": {"filename": "a.csv", "file_data": "not base64!"}}]}]}`, "messages[0].content[0].file.file_data"},
 				{`{"model": "m", "tools": [{"type": "code_interpreter"}, {"type": "function", "function": {"name": "f"}}], "messages": [{"role": "user", "content": "hi"}]}`, "tools[1].type"},
 			} {
 				status, b := env.post(aliceKey, "/v1/chat/completions", tc.body, nil)
@@ -544,6 +548,59 @@ func TestChatRefusesWhatItCannotRun(t *testing.T) {
 				if err := json.Unmarshal(b, &e); err != nil || status != http.StatusBadRequest || e.Error.Param != tc.param || e.Error.Message == "" {
 					t.Errorf("%s: %d %s; want a 400 naming %s", tc.body, status, b, tc.param)
 				}
+			}
+		})
+	}
+}
+
+// Files a chat UI attaches to a message (a file part with its data, an
+// image as a data URL) are put in the container's /work, and the model is
+// told where they are; in a new container those of the earlier messages
+// too, as a UI sends the whole history again.
+func TestChatFilesInMessagesAreUploaded(t *testing.T) {
+	for _, sb := range chatSandboxes() {
+		t.Run(sb.name, func(t *testing.T) {
+			upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Got them.")))
+			env := newChatEnv(t, sb, upstream, chatOptions{})
+			csv := base64.StdEncoding.EncodeToString([]byte("a,b\n1,2\n"))
+			png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nnot really"))
+			body := `{"model": "test-model", "tools": [{"type": "code_interpreter"}], "messages": [
+				{"role": "user", "content": [{"type": "text", "text": "Here is the data."},
+					{"type": "file", "file": {"filename": "data.csv", "file_data": "data:text/csv;base64,` + csv + `"}}]},
+				{"role": "assistant", "content": "Thanks."},
+				{"role": "user", "content": [{"type": "text", "text": "And a chart."},
+					{"type": "image_url", "image_url": {"url": "data:image/png;base64,` + png + `"}}]}]}`
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, env.http.URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+aliceKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			q := upstream.Requests()[0].LastUser()
+			if !strings.Contains(q, "/mnt/data/data.csv") || !strings.Contains(q, "/mnt/data/image_1.png") {
+				t.Errorf("the model was not told where the files are: %q", q)
+			}
+			_, lb := env.get(aliceKey, env.http.URL+"/v1/containers/"+resp.Header.Get(openaiapi.ContainerHeader)+"/files")
+			var files struct {
+				Data []struct {
+					Path  string `json:"path"`
+					Bytes int64  `json:"bytes"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(lb, &files); err != nil {
+				t.Fatal(err)
+			}
+			sizes := map[string]int64{}
+			for _, f := range files.Data {
+				sizes[f.Path] = f.Bytes
+			}
+			if sizes["/mnt/data/data.csv"] != 8 || sizes["/mnt/data/image_1.png"] != 18 {
+				t.Errorf("the container holds %v; want data.csv (8 bytes) and image_1.png (18 bytes)", sizes)
 			}
 		})
 	}

@@ -284,7 +284,7 @@ func (s *api) createResponse(w http.ResponseWriter, r *http.Request) {
 			return tr.lease, nil
 		},
 		Ready: func(ctx context.Context, c *serve.Container) (conversation.TurnRequest, serve.TurnSink, error) {
-			if err := s.prepare(ctx, c, tr); err != nil {
+			if err := s.putFiles(ctx, c, tr.files); err != nil {
 				return conversation.TurnRequest{}, nil, err
 			}
 			b = s.newOutput(ctx, r, w, c, tr, &req)
@@ -540,10 +540,9 @@ func (s *api) inputFile(ctx context.Context, owner string, p inputPart, param st
 	return namedFile{name: path.Base(p.Filename), data: b}, nil
 }
 
-// prepare readies the container for the turn: the files the input
-// attaches. The history the turn goes on from comes with the turn.
-func (s *api) prepare(ctx context.Context, c *serve.Container, tr *turnRequest) error {
-	for _, f := range tr.files {
+// putFiles puts the files a request attaches in c's /work, before its turn.
+func (s *api) putFiles(ctx context.Context, c *serve.Container, files []namedFile) error {
+	for _, f := range files {
 		if f.file != nil {
 			if err := s.PutFile(ctx, c, *f.file); err != nil {
 				return err
