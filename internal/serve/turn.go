@@ -23,11 +23,12 @@ import (
 type TurnSink interface {
 	// Handle is the turn's send function: each event as it happens.
 	Handle(agent.Event)
-	// End sets down the turn's outcome, its failure among them: a
-	// stream's last events, or what Answer writes.
+	// End sets down the turn's outcome, its failure among them, for
+	// After to record and Answer to send.
 	End(turn conversation.Turn, err error)
-	// Answer writes what End set down, for an answer that was not
-	// streamed; a stream has been answered already.
+	// Answer writes what End set down: the whole answer, or a stream's
+	// last events. It comes after After, so that a client that goes on
+	// at once from what it was told finds the turn recorded.
 	Answer(w http.ResponseWriter)
 	// Streaming reports whether the answer's status has been sent, so
 	// that a failure can no longer be told by a status.
@@ -85,6 +86,7 @@ func (s *Server) RunTurn(w http.ResponseWriter, r *http.Request, mt ModelTurn) {
 		switch {
 		case sink.Streaming():
 			sink.End(turn, err)
+			sink.Answer(w)
 		case s.aborted.Load():
 			s.Refuse(w, r, &StoppedError{})
 		}

@@ -3,7 +3,9 @@ package openaiapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -166,11 +168,19 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 	}
 	owner, id := serve.Owner(r), serve.NewID("chatcmpl-")
 	named := r.Header.Get(ContainerHeader)
+	if named == "" {
+		var err error
+		if named, err = s.continued(r.Context(), owner, req.Messages); err != nil {
+			writeFailure(w, err)
+			return
+		}
+	}
 	question, files, perr := s.chatQuestion(r.Context(), owner, req.Messages, named != "")
 	if perr != nil {
 		perr.answer(w)
 		return
 	}
+	var sink *chatTurn
 	s.RunTurn(w, r, serve.ModelTurn{
 		Open: func(ctx context.Context) (*serve.Lease, error) {
 			if named == "" {
@@ -200,6 +210,7 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 				fileID: func(p string) string { return s.FileID(ctx, c, p) },
 				usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 				head:   chatCompletion{ID: id, Created: time.Now().Unix(), Model: req.Model}}
+			sink = ct
 			// The model comes with the turn, so that no other request on
 			// the container comes between them.
 			return conversation.TurnRequest{Question: question, Model: model}, ct, nil
@@ -207,10 +218,61 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 		After: func(ctx context.Context, c *serve.Container, _ conversation.Turn) {
 			// The history is this completion's now, not that of the
 			// response that ran last: a response that names that one
-			// rewinds to it.
-			s.Change(ctx, c, func(rec *state.Container) { rec.Last = id })
+			// rewinds to it. The answer's digest lets a client that
+			// sends back only the history go on here.
+			reply := replyDigest(sink.content.String())
+			s.Change(ctx, c, func(rec *state.Container) {
+				rec.Last = id
+				rec.Replies = append(rec.Replies, reply)
+				if len(rec.Replies) > maxReplies {
+					rec.Replies = rec.Replies[len(rec.Replies)-maxReplies:]
+				}
+			})
 		},
 	})
+}
+
+// maxReplies bounds the digests a container keeps of its answers: a chat
+// client that goes on from an answer older than these gets a container of
+// its own.
+const maxReplies = 64
+
+// replyDigest is the digest of an answer's content as the client has it,
+// trimmed of the white space a UI may add or drop at its ends.
+func replyDigest(content string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(strings.ReplaceAll(content, "\r\n", "\n"))))
+	return hex.EncodeToString(sum[:16])
+}
+
+// continued is the container a history without X-Terp-Container goes on
+// in: the owner's one that gave the history's last assistant message as an
+// answer; "" when none did (a new conversation, an answer of another key's,
+// one forged, or one whose container has expired).
+func (s *api) continued(ctx context.Context, owner string, msgs []chatMessage) (string, error) {
+	var answer string
+	for i := len(msgs) - 1; i >= 0 && answer == ""; i-- {
+		if msgs[i].Role == "assistant" {
+			text, _, perr := s.chatContent(ctx, owner, msgs[i].Content, "", new(int))
+			if perr != nil {
+				return "", nil // not an answer of terp's: a new container
+			}
+			answer = text
+		}
+	}
+	if strings.TrimSpace(answer) == "" {
+		return "", nil
+	}
+	want := replyDigest(answer)
+	recs, err := s.State().Containers(ctx, owner)
+	if err != nil {
+		return "", err
+	}
+	for _, rec := range recs {
+		if rec.Origin == "" && slices.Contains(rec.Replies, want) {
+			return rec.ID, nil
+		}
+	}
+	return "", nil
 }
 
 // chatQuestion is the question a chat completion asks: its last message,
@@ -366,6 +428,11 @@ type chatTurn struct {
 	// out is the whole answer, or failed the error, that answer writes.
 	out    *chatCompletion
 	failed error
+	// content is the message's content as the client has it once the
+	// turn is over, streamed or not: what it sends back in its history.
+	content strings.Builder
+	// final sends a stream's last chunks.
+	final func()
 }
 
 // handle is the turn's send function.
@@ -409,6 +476,9 @@ func (ct *chatTurn) block(text string) {
 func (ct *chatTurn) show(text string) {
 	if ct.steps == "none" || text == "" {
 		return
+	}
+	if ct.steps == "content" {
+		ct.content.WriteString(text)
 	}
 	ct.tail = lastBytes(ct.tail+text, 2)
 	if !ct.stream {
@@ -459,8 +529,8 @@ func (ct *chatTurn) chunk(delta *chatReply, finish *string, usage *chatUsage) {
 	ct.sse.Send("", c)
 }
 
-// end sets down the answer, with a link to each file the code saved, or
-// the error that ended the turn: sent, when streaming.
+// End sets down the answer, with a link to each file the code saved, or
+// the error that ended the turn, for Answer to send.
 func (ct *chatTurn) End(turn conversation.Turn, err error) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
@@ -475,7 +545,7 @@ func (ct *chatTurn) End(turn conversation.Turn, err error) {
 		if f.code != "" {
 			e.Code = &f.code
 		}
-		ct.sse.Send("", map[string]apiError{"error": e})
+		ct.final = func() { ct.sse.Send("", map[string]apiError{"error": e}) }
 		return
 	}
 	answer := res.Answer
@@ -493,16 +563,19 @@ func (ct *chatTurn) End(turn conversation.Turn, err error) {
 	if ct.steps == "content" && ct.tail != "" {
 		answer = strings.Repeat("\n", 2-strings.Count(ct.tail, "\n")) + answer
 	}
+	ct.content.WriteString(answer)
 	if ct.stream {
 		ct.start()
 	}
 	if ct.sse != nil {
-		ct.chunk(&chatReply{Content: &answer}, nil, nil)
-		ct.chunk(&chatReply{}, &finish, nil)
-		if ct.usage {
-			ct.chunk(nil, nil, u)
+		ct.final = func() {
+			ct.chunk(&chatReply{Content: &answer}, nil, nil)
+			ct.chunk(&chatReply{}, &finish, nil)
+			if ct.usage {
+				ct.chunk(nil, nil, u)
+			}
+			ct.sse.Done()
 		}
-		ct.sse.Done()
 		return
 	}
 	msg := &chatReply{Role: "assistant"}
@@ -520,7 +593,9 @@ func (ct *chatTurn) End(turn conversation.Turn, err error) {
 	ct.out = &out
 }
 
-// answer writes the answer that was not streamed.
+// Answer writes the answer, or the stream's last chunks: only once the
+// turn is recorded, so that a client that goes on from it at once (its
+// history names the container by this answer) finds it.
 func (ct *chatTurn) Answer(w http.ResponseWriter) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
@@ -529,6 +604,8 @@ func (ct *chatTurn) Answer(w http.ResponseWriter) {
 		writeFailure(w, ct.failed)
 	case ct.out != nil:
 		writeJSON(w, http.StatusOK, ct.out)
+	case ct.final != nil:
+		ct.final()
 	}
 }
 

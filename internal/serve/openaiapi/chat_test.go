@@ -605,3 +605,51 @@ func TestChatFilesInMessagesAreUploaded(t *testing.T) {
 		})
 	}
 }
+
+// A chat UI sends back only the history, never X-Terp-Container: the
+// follow-up goes on in the container that gave the history's last answer,
+// with its variables, whether that answer was streamed or not. Another key
+// that sends the same history, or a history whose answer terp never gave,
+// gets a container of its own.
+func TestChatGoesOnFromTheHistoryAlone(t *testing.T) {
+	for _, sb := range chatSandboxes() {
+		t.Run(sb.name, func(t *testing.T) {
+			first, second, want := sb.save("note.txt", "remembered 41"), "cat note.txt", "remembered 41"
+			if sb.kernel {
+				first, second, want = "x = 41\nprint('set')", "print(x + 1)", "42"
+			}
+			upstream := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(first)), llmtest.Fixed(llmtest.Answer("Done, remembered.")),
+				llmtest.Fixed(llmtest.RunPython(second)), answerFromOutput(t),
+				llmtest.Fixed(llmtest.Answer("Bob's own.")), llmtest.Fixed(llmtest.Answer("A new one.")))
+			env := newChatEnv(t, sb, upstream, chatOptions{})
+			alice := env.client(aliceKey)
+			s := chatStream(t, alice, openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Remember 41.")}, nil, codeInterpreter)
+			cid := s.header.Get(openaiapi.ContainerHeader)
+			// The history as a UI sends it: the answer's content as it
+			// arrived, the steps (in reasoning_content) left out.
+			history := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Remember 41."),
+				openai.AssistantMessage(s.content), openai.UserMessage("What was it, plus one?")}
+			got, resp := chatNew(t, alice, openai.ChatCompletionNewParams{Model: "test-model", Messages: history}, codeInterpreter)
+			if again := resp.Get(openaiapi.ContainerHeader); again != cid {
+				t.Fatalf("the follow-up from the history ran in %q, not in %q", again, cid)
+			}
+			if msg := got.Choices[0].Message.Content; msg != "The code says: "+want {
+				t.Errorf("content = %q, want what the first turn left: %q", msg, want)
+			}
+			if last := upstream.Requests()[2].LastUser(); strings.Contains(last, "(I asked earlier") {
+				t.Errorf("the model was asked the history again: %q", last)
+			}
+
+			_, bob := chatNew(t, env.client(bobKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: history}, codeInterpreter)
+			if other := bob.Get(openaiapi.ContainerHeader); other == cid || other == "" {
+				t.Errorf("bob's copy of alice's history ran in %q (alice's is %q)", other, cid)
+			}
+			forged := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Remember 41."),
+				openai.AssistantMessage("Done, remembered. (edited)"), openai.UserMessage("And now?")}
+			_, fresh := chatNew(t, alice, openai.ChatCompletionNewParams{Model: "test-model", Messages: forged}, codeInterpreter)
+			if other := fresh.Get(openaiapi.ContainerHeader); other == cid {
+				t.Errorf("a history whose answer terp never gave went on in %q", cid)
+			}
+		})
+	}
+}

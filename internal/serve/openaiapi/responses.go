@@ -582,6 +582,9 @@ type outputBuilder struct {
 	calls map[string]int
 	// seq is the next event's sequence_number.
 	seq int
+	// terminal is the event that ends the stream, which End chooses and
+	// Answer sends.
+	terminal string
 }
 
 // emit sends one of OpenAI's streaming events, when streaming.
@@ -597,12 +600,18 @@ func (b *outputBuilder) emit(typ string, fields map[string]any) {
 
 func (b *outputBuilder) Streaming() bool { return b.sse != nil }
 
-// answer writes the response that was not streamed: whole, whatever its
-// status, as OpenAI answers a response that failed.
+// Answer writes the response whole, whatever its status, as OpenAI answers
+// a response that failed, or ends its stream with the event that tells the
+// outcome: only once the response is stored, so that a client that goes
+// on from it at once finds it.
 func (b *outputBuilder) Answer(w http.ResponseWriter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.sse == nil {
 		writeJSON(w, http.StatusOK, b.resp)
+		return
 	}
+	b.emit(b.terminal, map[string]any{"response": b.resp})
 }
 
 func (b *outputBuilder) start() {
@@ -736,7 +745,7 @@ func (b *outputBuilder) End(turn conversation.Turn, err error) {
 			code = f.typ
 		}
 		b.resp.Error = &responseError{Code: code, Message: f.message}
-		b.emit("response.failed", map[string]any{"response": b.resp})
+		b.terminal = "response.failed"
 		return
 	case res.StopReason == agent.MaxSteps:
 		b.resp.Status, b.resp.IncompleteDetails = "incomplete", &incomplete{Reason: "max_tool_calls"}
@@ -750,10 +759,9 @@ func (b *outputBuilder) End(turn conversation.Turn, err error) {
 	if res.Answer != "" {
 		b.message(res)
 	}
+	b.terminal = "response.incomplete"
 	if b.resp.Status == "completed" {
-		b.emit("response.completed", map[string]any{"response": b.resp})
-	} else {
-		b.emit("response.incomplete", map[string]any{"response": b.resp})
+		b.terminal = "response.completed"
 	}
 }
 

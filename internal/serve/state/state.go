@@ -90,6 +90,10 @@ type Container struct {
 	Conversation string `json:"conversation"`
 	// Last is the id of the response that ran last in it.
 	Last string `json:"last,omitempty"`
+	// Replies are digests of the chat completions answered in it, newest
+	// last, for a chat client that sends back only the history: its last
+	// assistant message names the container (see docs/serve.md).
+	Replies []string `json:"replies,omitempty"`
 	// Files gives the files of /work their ids (path relative to /work ->
 	// id), for the container's life; User lists those a client uploaded.
 	Files map[string]string `json:"files,omitempty"`
