@@ -397,7 +397,14 @@ type openWebUIResult struct {
 	Stdout string `json:"stdout"`
 	Stderr string `json:"stderr"`
 	Result string `json:"result"`
+	// log is what the executor logged (its own stderr): a failed
+	// DELETE of the kernel shows only there.
+	log string
 }
+
+// openWebUILogs are the executor's logs of this test binary's runs, shown
+// when a check fails on what one of them left behind.
+var openWebUILogs []string
 
 // runOpenWebUI runs code through Open WebUI's executor against base with
 // auth ("token" or "password") and secret, and its default timeout.
@@ -429,6 +436,8 @@ func runOpenWebUI(t *testing.T, base, auth, secret, code string) openWebUIResult
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("Open WebUI's executor printed %q: %v\n%s", out, err, stderr.String())
 	}
+	res.log = stderr.String()
+	openWebUILogs = append(openWebUILogs, stderr.String())
 	return res
 }
 
@@ -466,7 +475,7 @@ func checkOpenWebUI(t *testing.T, target jupyterTarget) {
 	var kernels []struct{ ID string }
 	getJSON(t, target.base+"/api/kernels?token="+url.QueryEscape(target.token), &kernels)
 	if len(kernels) != 0 {
-		t.Errorf("after Open WebUI's runs the server still has kernels %+v", kernels)
+		t.Errorf("after Open WebUI's runs the server still has kernels %+v; the executor logged:\n%s", kernels, strings.Join(openWebUILogs, "\n"))
 	}
 }
 

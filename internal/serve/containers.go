@@ -181,6 +181,10 @@ func (c *Container) PathOf(id string) (string, bool) {
 	return "", false
 }
 
+// removeTimeout bounds a container's removal: closing its sandbox, removing
+// its stored conversation and its record.
+const removeTimeout = 2 * time.Minute
+
 // MemoryLimits are the memory limits a container may have, by the names
 // OpenAI gives them, which its record keeps.
 var MemoryLimits = map[string]int64{"1g": 1 << 30, "4g": 4 << 30, "16g": 16 << 30, "64g": 64 << 30}
@@ -453,6 +457,10 @@ func (s *Server) RemoveContainer(ctx context.Context, owner, id string) error {
 // stored conversation (unless rec keeps it) and its record. One open in another replica is left
 // alone (an error wrapping store.ErrBusy).
 func (s *Server) removeContainer(ctx context.Context, rec state.Container) error {
+	// Begun, a removal ends whatever its client does: one cut short by a
+	// client that gave up would leave a record without a sandbox.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
 	s.opening.Lock()
 	defer s.opening.Unlock()
 	s.mu.Lock()
