@@ -168,9 +168,12 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 	}
 	owner, id := serve.Owner(r), serve.NewID("chatcmpl-")
 	named := r.Header.Get(ContainerHeader)
+	fromHistory := false
 	if named == "" {
 		var err error
-		if named, err = s.continued(r.Context(), owner, req.Messages); err != nil {
+		named, err = s.continued(r.Context(), owner, req.Messages)
+		fromHistory = named != ""
+		if err != nil {
 			writeFailure(w, err)
 			return
 		}
@@ -183,18 +186,24 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 	var sink *chatTurn
 	s.RunTurn(w, r, serve.ModelTurn{
 		Open: func(ctx context.Context) (*serve.Lease, error) {
-			if named == "" {
+			var l *serve.Lease
+			var err error
+			if named != "" {
+				l, err = s.Acquire(ctx, owner, named)
+			}
+			switch {
+			case err != nil:
+				return nil, err
+			case l == nil && named != "" && !fromHistory:
+				return nil, notFoundError("container", named)
+			case l == nil: // none named, or the history's expired meanwhile
 				l, perr := s.newContainer(ctx, owner, containerOptions{})
 				if perr != nil {
 					return nil, perr
 				}
 				return l, nil
 			}
-			l, err := s.Acquire(ctx, owner, named)
-			if err == nil && l == nil {
-				return nil, notFoundError("container", named)
-			}
-			return l, err
+			return l, nil
 		},
 		Ready: func(ctx context.Context, c *serve.Container) (conversation.TurnRequest, serve.TurnSink, error) {
 			if err := s.putFiles(ctx, c, files); err != nil {
