@@ -179,17 +179,14 @@ type reply struct {
 	Content map[string]any
 }
 
-// until reads the kernel's messages parented to id up to and including
-// the status idle that ends them (and the shell reply, which may come
-// after it).
-func (c *client) until(id string) []reply {
+// next is the kernel's next message parented to id, skipping others;
+// so is what was read before it, for the failure's message.
+func (c *client) next(id string, so []reply) reply {
 	c.t.Helper()
-	var out []reply
-	idle, replied := false, false
-	for !idle || !replied {
+	for {
 		typ, b, err := c.ws.Read(ctx(c.t))
 		if err != nil {
-			c.t.Fatalf("reading the replies to %s: %v (so far %+v)", id, err, out)
+			c.t.Fatalf("reading the replies to %s: %v (so far %+v)", id, err, so)
 		}
 		var m message
 		if typ == websocket.MessageBinary {
@@ -207,6 +204,19 @@ func (c *client) until(id string) []reply {
 		}
 		r := reply{Channel: m.Channel, Type: m.Header.MsgType, Parent: parent.MsgID}
 		_ = json.Unmarshal(m.Content, &r.Content)
+		return r
+	}
+}
+
+// until reads the kernel's messages parented to id up to and including
+// the status idle that ends them (and the shell reply, which may come
+// after it).
+func (c *client) until(id string) []reply {
+	c.t.Helper()
+	var out []reply
+	idle, replied := false, false
+	for !idle || !replied {
+		r := c.next(id, out)
 		out = append(out, r)
 		idle = idle || (r.Type == "status" && r.Content["execution_state"] == "idle")
 		replied = replied || r.Channel == "shell" || r.Channel == "control"
@@ -220,26 +230,7 @@ func (c *client) untilStream(id, text string) []reply {
 	c.t.Helper()
 	var out []reply
 	for {
-		typ, b, err := c.ws.Read(ctx(c.t))
-		if err != nil {
-			c.t.Fatalf("waiting for %q: %v (so far %+v)", text, err, out)
-		}
-		var m message
-		if typ == websocket.MessageBinary {
-			m, err = decodeV1(b)
-		} else {
-			m, err = decodeLegacy(b)
-		}
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		var parent header
-		_ = json.Unmarshal(m.ParentHeader, &parent)
-		if parent.MsgID != id {
-			continue
-		}
-		r := reply{Channel: m.Channel, Type: m.Header.MsgType, Parent: parent.MsgID}
-		_ = json.Unmarshal(m.Content, &r.Content)
+		r := c.next(id, out)
 		out = append(out, r)
 		if r.Type == "stream" && r.Content["text"] == text {
 			return out
