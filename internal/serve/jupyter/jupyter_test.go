@@ -9,25 +9,20 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
-	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/sandbox"
-	"github.com/terpdev/terp/internal/sandbox/local"
 	"github.com/terpdev/terp/internal/serve"
-	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/serve/servetest"
 	"github.com/terpdev/terp/internal/terptest"
 )
 
 const (
-	aliceKey = "sk-alice-0123456789abcdef"
-	bobKey   = "sk-bob-0123456789abcdef01"
+	aliceKey = servetest.AliceKey
+	bobKey   = servetest.BobKey
 )
 
 // testServer is terp serve with the Jupyter API, on the real local
@@ -47,32 +42,15 @@ func newTestServer(t testing.TB, change ...func(*serve.Config)) *testServer {
 // sandboxes in dir, where a server started before it kept its own.
 func newTestServerIn(t testing.TB, dir string, change ...func(*serve.Config)) *testServer {
 	t.Helper()
-	st, err := store.Open(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend, err := local.New(local.Config{Root: filepath.Join(dir, "sandboxes")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.Sandbox, cfg.ExecMode, cfg.Timeout = "local", "kernel", time.Minute
-	svc := conversation.New(conversation.Deps{Store: st, NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil }})
-	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys: map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+	sc, _ := servetest.Config(t, dir, "")
+	sc.Settings.Timeout = time.Minute
 	for _, ch := range change {
 		ch(&sc)
 	}
-	srv, err := serve.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := newAPI(srv, "terp test")
-	srv.Register(a.protocol())
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		srv.Close(context.Background())
+	var a *api
+	hs, srv := servetest.Start(t, sc, func(srv *serve.Server) {
+		a = newAPI(srv, "terp test")
+		srv.Register(a.protocol())
 	})
 	return &testServer{Server: hs, srv: srv, api: a}
 }

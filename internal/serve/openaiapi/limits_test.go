@@ -27,6 +27,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/memory"
 	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/servetest"
 	"github.com/terpdev/terp/internal/serve/state"
 	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
@@ -56,16 +57,7 @@ func newLimitServer(t *testing.T, s *llmtest.Server, change func(*serve.Config))
 	if change != nil {
 		change(&sc)
 	}
-	srv, err := serve.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	Register(srv, Options{})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		srv.Close(context.Background())
-	})
+	hs, srv := servetest.Start(t, sc, func(srv *serve.Server) { Register(srv, Options{}) })
 	return &testServer{Server: hs, srv: srv, store: st}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,22 +17,17 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/terpdev/terp/internal/agent"
-	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
-	"github.com/terpdev/terp/internal/sandbox"
-	"github.com/terpdev/terp/internal/sandbox/local"
 	"github.com/terpdev/terp/internal/serve"
+	"github.com/terpdev/terp/internal/serve/servetest"
 	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
 )
 
 // The keys the test servers accept, and whose they are.
 const (
-	aliceKey = "sk-alice-0123456789abcdef"
-	bobKey   = "sk-bob-0123456789abcdef01"
+	aliceKey = servetest.AliceKey
+	bobKey   = servetest.BobKey
 )
 
 // testServer is terp serve on the real local sandbox, in front of the
@@ -46,39 +40,11 @@ type testServer struct {
 
 func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*serve.Config)) *testServer {
 	t.Helper()
-	dir := terptest.TempDir(t)
-	st, err := store.Open(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend, err := local.New(local.Config{Root: filepath.Join(dir, "sandboxes")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.BaseURL, cfg.Model, cfg.Sandbox, cfg.ExecMode = s.BaseURL(), "test-model", "local", "kernel"
-	svc := conversation.New(conversation.Deps{
-		Store:      st,
-		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
-		NewModel: func(c *config.Config) agent.Completer {
-			return llm.New(llm.Config{BaseURL: c.BaseURL, Stream: c.Stream})
-		},
-	})
-	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: filepath.Join(dir, "serve"),
-		Keys: map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+	sc, st := servetest.Config(t, terptest.TempDir(t), s.BaseURL())
 	for _, ch := range change {
 		ch(&sc)
 	}
-	srv, err := serve.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	Register(srv, Options{})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		srv.Close(context.Background())
-	})
+	hs, srv := servetest.Start(t, sc, func(srv *serve.Server) { Register(srv, Options{}) })
 	return &testServer{Server: hs, srv: srv, store: st}
 }
 
