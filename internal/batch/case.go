@@ -52,6 +52,16 @@ type Case struct {
 	// Skill and Level sort the case in reports (the pass rates per skill
 	// and per level); both are optional. Level is one of Levels.
 	Skill, Level string
+	// FollowUps are asked in order, in the same conversation, after the
+	// question was answered: they may need what the earlier turns computed.
+	// The case passes only if every turn meets its expectations.
+	FollowUps []FollowUp
+}
+
+// FollowUp is a later turn of a case.
+type FollowUp struct {
+	Question string
+	Expect   Expect
 }
 
 // Levels are a case's levels, easiest first.
@@ -68,14 +78,42 @@ type Expect struct {
 	// Number, when set, must be within tolerance of some number in the answer.
 	Number *Number
 	// Files must have been saved (created or changed) in /work by the run.
-	// A name with *, ? or [ is a pattern (path.Match).
+	// A name with *, ? or [ is a pattern (path.Match). A PNG among them is
+	// read back: it must be a picture of plausible size that is not blank.
 	Files []string
+	// Saved are files that must have been saved and what each must hold,
+	// by path relative to /work.
+	Saved map[string]FileCheck
+	// AnswerLine makes Contains, Regex, Number and Undetermined read only
+	// the reply's last "ANSWER:" line (AnswerLine), where the question asks
+	// for the answer; on it the number must be the only one besides what
+	// Contains and Regex match, so a name and its number stand together and
+	// a pasted table does not pass.
+	AnswerLine bool
+	// Undetermined expects the honest answer that the data cannot tell:
+	// said in words, with no value made up beside it.
+	Undetermined bool
+	// RanCode requires the run to have called the tool: an answer that was
+	// never computed from the data does not pass, however right.
+	RanCode bool
 }
 
-// Number is an expected numeric value and the absolute difference allowed.
+// Number is an expected numeric value and the absolute difference allowed,
+// or the decimals the question asks for (see Centre and Slack).
 type Number struct {
 	Value     float64 `json:"value"`
 	Tolerance float64 `json:"tolerance"`
+	Decimals  *int    `json:"decimals,omitempty"`
+}
+
+// UnmarshalJSON reads a Number as a case writes it, checked.
+func (n *Number) UnmarshalJSON(b []byte) error {
+	got, err := parseNumber(b)
+	if err != nil {
+		return err
+	}
+	*n = *got
+	return nil
 }
 
 // Error is a problem with one line of a suite. It reads like a compiler's,
@@ -113,9 +151,10 @@ const maxLine = 4 << 20
 
 // The fields a case may have, for checking and for messages.
 var (
-	caseFields   = []string{"id", "question", "files", "expect", "max_steps", "model", "skill", "level"}
-	expectFields = []string{"contains", "regex", "number", "files"}
-	numberFields = []string{"value", "tolerance"}
+	caseFields     = []string{"id", "question", "files", "expect", "max_steps", "model", "skill", "level", "followups"}
+	followUpFields = []string{"question", "expect"}
+	expectFields   = []string{"contains", "regex", "number", "files", "saved", "answer_line", "undetermined", "ran_code"}
+	numberFields   = []string{"value", "tolerance", "decimals"}
 )
 
 // Load reads the suite at path, or from stdin when path is "-" (its files
@@ -240,7 +279,44 @@ func parseCase(text []byte, line int, dir string) (Case, error) {
 	if _, ok := obj["level"]; ok && !slices.Contains(Levels, c.Level) {
 		return c, fmt.Errorf(`"level" is one of %s, not %q`, strings.Join(Levels, ", "), c.Level)
 	}
+	if raw, ok := obj["followups"]; ok {
+		if c.FollowUps, err = parseFollowUps(raw); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
+}
+
+// parseFollowUps reads a case's later turns: a list of objects with a
+// question and, optionally, what its answer must meet.
+func parseFollowUps(raw json.RawMessage) ([]FollowUp, error) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf(`"followups" must be a list of {"question": ..., "expect": {...}}, not %s`, clip(raw))
+	}
+	out := make([]FollowUp, len(list))
+	for i, item := range list {
+		what := fmt.Sprintf(`"followups"[%d]`, i)
+		obj, err := object(item, what)
+		if err != nil {
+			return nil, err
+		}
+		if err := known(obj, followUpFields, fmt.Sprintf("followups[%d].", i)); err != nil {
+			return nil, err
+		}
+		if err := stringField(obj, "question", &out[i].Question); err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(out[i].Question) == "" {
+			return nil, fmt.Errorf(`%s has no "question"`, what)
+		}
+		if e, ok := obj["expect"]; ok {
+			if out[i].Expect, err = parseExpect(e); err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+		}
+	}
+	return out, nil
 }
 
 func parseExpect(raw json.RawMessage) (Expect, error) {
@@ -285,6 +361,31 @@ func parseExpect(raw json.RawMessage) (Expect, error) {
 		}
 		e.Files[i] = f
 	}
+	if raw, ok := obj["saved"]; ok {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e.Saved); err != nil {
+			return e, fmt.Errorf(`"expect.saved" must map file names to {"columns", "rows", "sums", "values"}: %v`, err)
+		}
+		for name := range e.Saved {
+			if name == "" || strings.HasPrefix(name, "/") || strings.ContainsAny(name, "*?[") || slices.Contains(strings.Split(name, "/"), "..") {
+				return e, fmt.Errorf(`"expect.saved" names %q: give a path relative to /work, such as "totals.csv"`, name)
+			}
+		}
+	}
+	for _, b := range []struct {
+		key string
+		dst *bool
+	}{{"answer_line", &e.AnswerLine}, {"undetermined", &e.Undetermined}, {"ran_code", &e.RanCode}} {
+		if raw, ok := obj[b.key]; ok {
+			if err := json.Unmarshal(raw, b.dst); err != nil {
+				return e, fmt.Errorf(`"expect.%s" must be true or false, not %s`, b.key, clip(raw))
+			}
+		}
+	}
+	if e.Undetermined && !e.AnswerLine {
+		return e, errors.New(`"expect.undetermined" reads the ANSWER line: set "answer_line" too`)
+	}
 	return e, nil
 }
 
@@ -312,6 +413,15 @@ func parseNumber(raw json.RawMessage) (*Number, error) {
 	if t, ok := obj["tolerance"]; ok {
 		if err := json.Unmarshal(t, &n.Tolerance); err != nil || n.Tolerance < 0 {
 			return nil, fmt.Errorf(`"expect.number.tolerance" must be a number of at least 0, not %s`, clip(t))
+		}
+	}
+	if d, ok := obj["decimals"]; ok {
+		n.Decimals = new(int)
+		if err := json.Unmarshal(d, n.Decimals); err != nil || *n.Decimals < 0 || *n.Decimals > 12 {
+			return nil, fmt.Errorf(`"expect.number.decimals" must be an integer from 0 to 12, not %s`, clip(d))
+		}
+		if _, both := obj["tolerance"]; both {
+			return nil, errors.New(`"expect.number" has both "tolerance" and "decimals": decimals sets the tolerance (a little over half the last digit)`)
 		}
 	}
 	return n, nil
@@ -444,4 +554,13 @@ func clip(raw []byte) string {
 		return string(r[:40]) + "…"
 	}
 	return string(r)
+}
+
+// WantsData reports whether the expectations read back the saved file at
+// name (relative to /work), so a runner knows which files to fetch.
+func (e Expect) WantsData(name string) bool {
+	if _, ok := e.Saved[name]; ok {
+		return true
+	}
+	return strings.EqualFold(path.Ext(name), ".png") && slices.ContainsFunc(e.Files, func(want string) bool { return matchName(want, name) })
 }

@@ -46,7 +46,7 @@ func TestLoad(t *testing.T) {
 	}
 	e := c.Expect
 	if len(e.Contains) != 1 || e.Contains[0] != "Dec" || e.Regex.String() != "(?i)dec" ||
-		*e.Number != (Number{12.5, 0.01}) || strings.Join(e.Files, ",") != "chart.png,*.csv" {
+		*e.Number != (Number{Value: 12.5, Tolerance: 0.01}) || strings.Join(e.Files, ",") != "chart.png,*.csv" {
 		t.Errorf("expect = %+v", e)
 	}
 	if cases[1].ID != "4" || cases[1].Line != 4 {

@@ -52,7 +52,7 @@ func TestExpectCheck(t *testing.T) {
 			answer: "1 2 3 4 5 6 7 8 9 10",
 			want:   []string{"no number equal to 100 (found 1, 2, 3, 4, 5, 6, 7, 8, … 2 more)"},
 		},
-		{name: "files", expect: Expect{Files: []string{"chart.png", "*.csv"}}, answer: "ok", saved: []string{"chart.png", "out/x.csv", "t.csv"}},
+		{name: "files", expect: Expect{Files: []string{"chart.txt", "*.csv"}}, answer: "ok", saved: []string{"chart.txt", "out/x.csv", "t.csv"}},
 		{
 			name:   "missing files",
 			expect: Expect{Files: []string{"chart.png", "*.csv"}},
@@ -77,7 +77,11 @@ func TestExpectCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.expect.Check(tt.answer, tt.saved)
+			o := Outcome{Answer: tt.answer}
+			for _, f := range tt.saved {
+				o.Files = append(o.Files, File{SandboxPath: "/work/" + f})
+			}
+			got := tt.expect.Check("", o)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("reasons = %q\nwant      %q", got, tt.want)
 			}
@@ -94,7 +98,7 @@ func TestJudge(t *testing.T) {
 		status  Status
 		reasons []string
 	}{
-		{"passed", Outcome{Answer: "42", StopReason: "answered", Files: []File{{SandboxPath: "/work/chart.png"}}}, Passed, []string{}},
+		{"passed", Outcome{Answer: "42", StopReason: "answered", Files: []File{{SandboxPath: "/work/chart.png", Data: chartPNG(t)}}}, Passed, []string{}},
 		{"failed", Outcome{Answer: "41", StopReason: "answered"}, Failed,
 			[]string{`answer does not contain "42"`, "file chart.png was not saved (no files were saved)"}},
 		{"step cap", Outcome{Answer: "Stopped after 8 steps", StopReason: "max_steps", Steps: 8}, Failed,

@@ -6,21 +6,17 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/terpdev/terp/internal/htmlpage"
 	"github.com/terpdev/terp/internal/sanitize"
 )
-
-// htmlCSP is the report's Content-Security-Policy: no script, no styles
-// but its own, images only from data: URIs. The links to the artifacts are
-// navigation, which it does not govern. The conversation page of package
-// export has the same policy; the line is repeated rather than shared, as
-// the two pages share nothing else.
-const htmlCSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 // WriteHTML writes a batch's report as one web page that needs nothing
 // else, for a CI artifact or a browser: a bar chart of each model's pass@1
@@ -35,7 +31,7 @@ func WriteHTML(w io.Writer, rep Report, runs []Run, results []Result) error {
 	for _, s := range stats {
 		repeat = max(repeat, s.Repeat)
 	}
-	p := htmlReport{Title: "Batch report: " + rep.File, CSP: htmlCSP, CSS: template.CSS(reportCSS), Repeat: repeat, K: strconv.Itoa(repeat)}
+	p := htmlReport{Title: "Batch report: " + rep.File, CSS: template.CSS(htmlpage.BaseCSS + reportCSS), Repeat: repeat, K: strconv.Itoa(repeat)}
 
 	var caseIDs []string
 	caseOf := map[string]*Case{}
@@ -56,7 +52,7 @@ func WriteHTML(w io.Writer, rep Report, runs []Run, results []Result) error {
 	p.Intro = intro + fmt.Sprintf(". %d of %d runs finished.", len(results), len(runs))
 
 	for _, s := range stats {
-		m := htmlModel{Name: s.Model, Cases: s.Cases, PassAt1: percent(s.PassAt1, s), PassAtK: percent(s.PassAtK, s), PassAllK: percent(s.PassAllK, s),
+		m := htmlModel{Name: s.Model, Cases: s.Cases, PassAt1: percent(s.PassAt1, s), Interval: interval(s), PassAtK: percent(s.PassAtK, s), PassAllK: percent(s.PassAllK, s),
 			Runs: fmt.Sprintf("%d / %d / %d", s.Passed, s.Failed, s.Errored), Steps: "-", Tokens: "-", Time: "-"}
 		if s.Finished() > 0 {
 			m.Steps = strconv.FormatFloat(s.MedianSteps, 'f', -1, 64)
@@ -64,6 +60,20 @@ func WriteHTML(w io.Writer, rep Report, runs []Run, results []Result) error {
 			m.Time = s.MedianTime.Round(100 * time.Millisecond).String()
 		}
 		p.Models = append(p.Models, m)
+	}
+	p.Separation = Separation(stats)
+	skills, count, per := breakdownStats(runs, results, func(c *Case) string { return c.Skill }, nil)
+	for _, v := range skills {
+		p.SkillNames = append(p.SkillNames, fmt.Sprintf("%s (%d)", v, count[v]))
+	}
+	for i, s := range stats {
+		for _, v := range skills {
+			c := "-"
+			if st, ok := per[s.Model+"\x00"+v]; ok && st.Finished() > 0 {
+				c = percent(st.PassAt1, st) + " (" + interval(st) + ")"
+			}
+			p.Models[i].Skills = append(p.Models[i].Skills, c)
+		}
 	}
 	p.Chart = passChart(stats)
 
@@ -119,7 +129,7 @@ func WriteHTML(w io.Writer, rep Report, runs []Run, results []Result) error {
 	}
 
 	var b bytes.Buffer
-	if err := reportTemplate.Execute(&b, p); err != nil {
+	if err := reportTemplate().Execute(&b, p); err != nil {
 		return err
 	}
 	_, err := w.Write(b.Bytes())
@@ -128,22 +138,29 @@ func WriteHTML(w io.Writer, rep Report, runs []Run, results []Result) error {
 
 type htmlReport struct {
 	Title, Intro string
-	CSP          string
 	CSS          template.CSS
 	Repeat       int
 	K            string
 	Chart        chart
 	Models       []htmlModel
-	Cases        []htmlCase
-	NotPassed    []htmlFailure
-	Artifacts    []htmlArtifacts
+	// Separation says which models the run can tell apart.
+	Separation []string
+	// SkillNames head the skills table; each model's row is its Skills.
+	SkillNames []string
+	Cases      []htmlCase
+	NotPassed  []htmlFailure
+	Artifacts  []htmlArtifacts
 }
 
 type htmlModel struct {
 	Name                             string
 	Cases                            int
 	PassAt1, PassAtK, PassAllK, Runs string
-	Steps, Tokens, Time              string
+	// Interval is pass@1's 95% interval (Wilson).
+	Interval            string
+	Steps, Tokens, Time string
+	// Skills are pass@1 with its interval per skill, as SkillNames.
+	Skills []string
 }
 
 type htmlCase struct {
@@ -240,7 +257,10 @@ func describe(e Expect) []string {
 		out = append(out, fmt.Sprintf("the answer matches the regex %q", e.Regex.String()))
 	}
 	if n := e.Number; n != nil {
-		if n.Tolerance > 0 {
+		if n.Decimals != nil {
+			out = append(out, fmt.Sprintf("a number in the answer is %s to %d decimals (within %s of %s)", formatFloat(n.Value), *n.Decimals,
+				formatFloat(0.6*math.Pow(10, -float64(*n.Decimals))), formatFloat(n.Centre())))
+		} else if n.Tolerance > 0 {
 			out = append(out, fmt.Sprintf("a number in the answer is within %s of %s", formatFloat(n.Tolerance), formatFloat(n.Value)))
 		} else {
 			out = append(out, "a number in the answer equals "+formatFloat(n.Value))
@@ -248,6 +268,18 @@ func describe(e Expect) []string {
 	}
 	for _, f := range e.Files {
 		out = append(out, "the run saves "+f)
+	}
+	for _, name := range sortedKeys(e.Saved) {
+		out = append(out, "the run saves "+name+", which holds what the question asks for")
+	}
+	if e.Undetermined {
+		out = append(out, "the answer says the data cannot tell, and gives no value")
+	}
+	if e.RanCode {
+		out = append(out, "the run ran code")
+	}
+	if e.AnswerLine {
+		out = append([]string{"the reply has an ANSWER line, which is all that is read of the answer"}, out...)
 	}
 	if len(out) == 0 {
 		out = append(out, "an answer (the case has no expectations)")
@@ -291,20 +323,12 @@ func passChart(stats []Stats) chart {
 	return c
 }
 
-// reportCSS is the report's style, light or dark as the reader's system
-// is; wide tables scroll inside their box on a phone.
+// reportCSS is the report's own style beside htmlpage.BaseCSS: wide
+// tables scroll inside their box on a phone; verdicts in colour.
 const reportCSS = `
-:root { color-scheme: light dark; --fg: #1f2328; --muted: #59636e; --bg: #fff; --box: #f6f8fa; --line: #d1d9e0;
-  --pass: #1a7f37; --fail: #cf222e; --mixed: #9a6700; --bar: #2f81f7; }
-@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #9198a1; --bg: #0d1117; --box: #161b22; --line: #3d444d;
-  --pass: #3fb950; --fail: #ff7b72; --mixed: #d29922; } }
-* { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 64rem; padding: 1rem; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif;
-  color: var(--fg); background: var(--bg); overflow-wrap: anywhere; }
-h1 { font-size: 1.5rem; margin: 0 0 .25rem; line-height: 1.25; }
-h2 { font-size: 1.15rem; margin: 2rem 0 .5rem; }
+:root { --width: 64rem; --pass: #1a7f37; --fail: #cf222e; --mixed: #9a6700; --bar: #2f81f7; }
+@media (prefers-color-scheme: dark) { :root { --pass: #3fb950; --fail: #ff7b72; --mixed: #d29922; } }
 h3 { font-size: 1rem; margin: 1.25rem 0 .25rem; }
-.meta, .note { color: var(--muted); font-size: .9rem; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; font-size: .9rem; }
 th, td { border: 1px solid var(--line); padding: .3rem .6rem; text-align: left; vertical-align: top; overflow-wrap: normal; }
@@ -315,23 +339,13 @@ td.passed, td.failed, td.mixed { font-weight: 600; }
 svg { width: 100%; height: auto; max-width: 40rem; display: block; }
 svg text { font: 17px system-ui, sans-serif; fill: var(--fg); }
 svg .bar { fill: var(--bar); } svg .track { fill: var(--box); }
-pre { font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: var(--box); border: 1px solid var(--line);
-  border-radius: 6px; padding: .6rem .75rem; white-space: pre-wrap; max-width: 100%; }
-ul { padding-left: 1.25rem; margin: .25rem 0; }
+pre { white-space: pre-wrap; }
+ul { margin: .25rem 0; }
 .failure { border-left: 4px solid var(--fail); padding: 0 .75rem; margin: 1rem 0; }
 `
 
-var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{{.CSP}}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="terp">
-<title>{{.Title}}</title>
-<link rel="icon" href="data:,">
-<style>{{.CSS}}</style>
-</head>
+var reportTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.Must(template.New("report").Parse(htmlpage.Head)).Parse(`{{template "head" .}}
 <body>
 <h1>{{.Title}}</h1>
 <p class="meta">{{.Intro}}</p>
@@ -345,10 +359,18 @@ var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <text x="{{printf "%.1f" .LabelX}}" y="{{.TextY}}">{{.Label}}</text></g>
 {{end}}</svg>
 <div class="scroll"><table class="models">
-<tr><th>model</th><th>cases</th><th>pass@1</th>{{if gt .Repeat 1}}<th>pass@{{.K}}</th><th>pass^{{.K}}</th>{{end}}<th>passed / failed / errored runs</th><th>median steps</th><th>median tokens</th><th>median time</th></tr>
-{{range .Models}}<tr><td>{{.Name}}</td><td class="num">{{.Cases}}</td><td class="num">{{.PassAt1}}</td>{{if gt $.Repeat 1}}<td class="num">{{.PassAtK}}</td><td class="num">{{.PassAllK}}</td>{{end}}<td class="num">{{.Runs}}</td><td class="num">{{.Steps}}</td><td class="num">{{.Tokens}}</td><td class="num">{{.Time}}</td></tr>
+<tr><th>model</th><th>cases</th><th>pass@1</th><th>95% interval</th>{{if gt .Repeat 1}}<th>pass@{{.K}}</th><th>pass^{{.K}}</th>{{end}}<th>passed / failed / errored runs</th><th>median steps</th><th>median tokens</th><th>median time</th></tr>
+{{range .Models}}<tr><td>{{.Name}}</td><td class="num">{{.Cases}}</td><td class="num">{{.PassAt1}}</td><td class="num">{{.Interval}}</td>{{if gt $.Repeat 1}}<td class="num">{{.PassAtK}}</td><td class="num">{{.PassAllK}}</td>{{end}}<td class="num">{{.Runs}}</td><td class="num">{{.Steps}}</td><td class="num">{{.Tokens}}</td><td class="num">{{.Time}}</td></tr>
 {{end}}</table></div>
-<p class="note">pass@1 is the share of runs that passed{{if gt .Repeat 1}}; pass@{{.K}} the share of cases that passed in at least one of their {{.K}} runs, pass^{{.K}} in all {{.K}}{{end}}. Steps, tokens and wall time are the medians of the finished runs.</p>
+<p class="note">pass@1 is the share of runs that passed{{if gt .Repeat 1}}; pass@{{.K}} the share of cases that passed in at least one of their {{.K}} runs, pass^{{.K}} in all {{.K}}{{end}}. The 95% interval (Wilson) is the range of pass rates these runs are consistent with{{if gt .Repeat 1}}, counting every run{{end}}. Steps, tokens and wall time are the medians of the finished runs.</p>
+{{with .Separation}}<h3>Can these models be told apart?</h3>
+<ul class="separation">{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{with .SkillNames}}<h2>Skills</h2>
+<div class="scroll"><table class="skills">
+<tr><th>model</th>{{range .}}<th>{{.}}</th>{{end}}</tr>
+{{range $.Models}}<tr><td>{{.Name}}</td>{{range .Skills}}<td class="num">{{.}}</td>{{end}}</tr>
+{{end}}</table></div>
+<p class="note">pass@1 (95% interval) per skill, its number of cases in brackets.</p>{{end}}
 
 <h2>Cases</h2>
 <div class="scroll"><table class="cases">
@@ -378,3 +400,4 @@ var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 </html>
 {{define "files"}}{{range .}}<li>{{if .Href}}<a href="{{.Href}}">{{.Name}}</a>{{else}}{{.Name}} <span class="note">(not downloaded)</span>{{end}}</li>{{end}}{{end}}
 `))
+})

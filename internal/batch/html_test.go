@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terpdev/terp/internal/htmlpage"
 )
 
 const hostileAnswer = `41 <script>window.pwned=1</script> <img src=x onerror="window.pwned=2"> <a href="javascript:window.pwned=3">x</a>`
@@ -18,6 +20,9 @@ func htmlBatch(t *testing.T, dir string) (Report, []Run, []Result) {
 	t.Helper()
 	cases := fourCases()
 	cases[2].Question = "What is six times seven? <b>bold</b>"
+	for i, sk := range []string{"joins", "charts", "joins", "charts"} {
+		cases[i].Skill = sk
+	}
 	runs := Plan(cases, []string{"m1", "m2"}, "", 1)
 	res := results(runs, "pp"+"pp"+"fp"+"e-")
 	for i := range res {
@@ -58,10 +63,15 @@ func TestWriteHTML(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		`<meta http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;; img-src data:; style-src &#39;unsafe-inline&#39;; base-uri &#39;none&#39;; form-action &#39;none&#39;">`,
+		`<meta http-equiv="Content-Security-Policy" content="` + htmlpage.CSP + `">`,
 		"<h1>Batch report: cases &lt;i&gt;.jsonl</h1>",
 		"4 cases, started 2026-12-01 18:00 UTC, terp v1. 7 of 8 runs finished.",
-		"<tr><td>m1</td><td class=\"num\">4</td><td class=\"num\">50.0%</td><td class=\"num\">2 / 1 / 1</td>",
+		"<tr><td>m1</td><td class=\"num\">4</td><td class=\"num\">50.0%</td><td class=\"num\">15.0–85.0%</td><td class=\"num\">2 / 1 / 1</td>",
+		// m2 passed 3 of 3 finished runs, m1 2 of 4: too few to tell apart.
+		"<li>m2 (43.9–100.0%) and m1 (15.0–85.0%): the 95% intervals overlap, so this run cannot tell them apart; more cases or repeats can.</li>",
+		"<tr><th>model</th><th>charts (2)</th><th>joins (2)</th></tr>",
+		// charts is b (passed) and d (errored) for m1, joins a (passed) and c (failed).
+		"<tr><td>m1</td><td class=\"num\">50.0% (9.5–90.5%)</td><td class=\"num\">50.0% (9.5–90.5%)</td></tr>",
 		`<td class="failed">failed</td><td class="passed">passed</td>`, // c
 		`<td class="failed">errored</td><td class="none">not run</td>`, // d
 		`title="What is six times seven? &lt;b&gt;bold&lt;/b&gt;"`,

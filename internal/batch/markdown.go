@@ -41,7 +41,7 @@ func WriteMarkdown(w io.Writer, rep Report, runs []Run, results []Result) error 
 	fmt.Fprintf(b, ". %d of %d runs finished.\n\n", len(results), len(runs))
 
 	b.WriteString("## Models\n\n")
-	head := []string{"model", "cases", "pass@1"}
+	head := []string{"model", "cases", "pass@1", "95% interval"}
 	if repeat > 1 {
 		head = append(head, "pass@"+k, "pass^"+k)
 	}
@@ -49,7 +49,7 @@ func WriteMarkdown(w io.Writer, rep Report, runs []Run, results []Result) error 
 	row(b, head...)
 	align(b, len(head), 1)
 	for _, s := range stats {
-		r := []string{cell(s.Model), strconv.Itoa(s.Cases), percent(s.PassAt1, s)}
+		r := []string{cell(s.Model), strconv.Itoa(s.Cases), percent(s.PassAt1, s), interval(s)}
 		if repeat > 1 {
 			r = append(r, percent(s.PassAtK, s), percent(s.PassAllK, s))
 		}
@@ -67,7 +67,17 @@ func WriteMarkdown(w io.Writer, rep Report, runs []Run, results []Result) error 
 		fmt.Fprintf(b, "; pass@%s the share of cases that passed in at least one of their %s runs, "+
 			"pass^%s in all %s (how often a user would get it right every time)", k, k, k, k)
 	}
+	b.WriteString(". The 95% interval (Wilson) is the range of pass rates these runs are consistent with")
+	if repeat > 1 {
+		b.WriteString(", counting every run")
+	}
 	b.WriteString(". Steps, tokens (prompt and completion) and wall time are the medians of the finished runs.\n")
+	if sep := Separation(stats); len(sep) > 0 {
+		b.WriteString("\n### Can these models be told apart?\n\n")
+		for _, s := range sep {
+			b.WriteString("- " + cell(s) + "\n")
+		}
+	}
 
 	breakdown(b, "Levels", "level", repeat, runs, results, stats, func(c *Case) string { return c.Level }, Levels)
 	breakdown(b, "Skills", "skill", repeat, runs, results, stats, func(c *Case) string { return c.Skill }, nil)
@@ -96,6 +106,47 @@ func WriteMarkdown(w io.Writer, rep Report, runs []Run, results []Result) error 
 // (the values of the cases, sorted, when order is nil); nothing when no
 // case has one.
 func breakdown(b *strings.Builder, title, what string, repeat int, runs []Run, results []Result, stats []Stats, key func(*Case) string, order []string) {
+	values, count, per := breakdownStats(runs, results, key, order)
+	if len(values) == 0 {
+		return
+	}
+	rates := "pass@1 (95% interval)"
+	if repeat > 1 {
+		rates = fmt.Sprintf("pass@1 (95%% interval) / pass@%d / pass^%d", repeat, repeat)
+	}
+	fmt.Fprintf(b, "\n## %s\n\n%s per %s (its number of cases in brackets):\n\n", title, rates, what)
+	head := []string{"model"}
+	for _, v := range values {
+		head = append(head, fmt.Sprintf("%s (%d)", cell(v), count[v]))
+	}
+	row(b, head...)
+	align(b, len(head), 1)
+	for _, s := range stats {
+		r := []string{cell(s.Model)}
+		for _, v := range values {
+			st, ok := per[s.Model+"\x00"+v]
+			if !ok {
+				r = append(r, "-")
+				continue
+			}
+			c := percent(st.PassAt1, st)
+			if st.Finished() > 0 {
+				c += " (" + interval(st) + ")"
+			}
+			if repeat > 1 {
+				c += " / " + percent(st.PassAtK, st) + " / " + percent(st.PassAllK, st)
+			}
+			r = append(r, c)
+		}
+		row(b, r...)
+	}
+}
+
+// breakdownStats sums up each model's runs on the cases of each value of
+// key (a level, a skill): the values in order (the values of the cases,
+// sorted, when order is nil), how many cases have each, and the Stats by
+// model and value, joined by a NUL.
+func breakdownStats(runs []Run, results []Result, key func(*Case) string, order []string) ([]string, map[string]int, map[string]Stats) {
 	count := map[string]map[string]bool{} // value, case id
 	for _, run := range runs {
 		if v := key(run.Case); v != "" {
@@ -104,9 +155,6 @@ func breakdown(b *strings.Builder, title, what string, repeat int, runs []Run, r
 			}
 			count[v][run.Case.ID] = true
 		}
-	}
-	if len(count) == 0 {
-		return
 	}
 	var values []string
 	for _, v := range order {
@@ -124,41 +172,17 @@ func breakdown(b *strings.Builder, title, what string, repeat int, runs []Run, r
 	for _, run := range runs {
 		keyOf[run.Seq] = key(run.Case)
 	}
-	rates := "pass@1"
-	if repeat > 1 {
-		rates = fmt.Sprintf("pass@1 / pass@%d / pass^%d", repeat, repeat)
-	}
-	fmt.Fprintf(b, "\n## %s\n\n%s per %s (its number of cases in brackets):\n\n", title, rates, what)
-	head := []string{"model"}
+	per := map[string]Stats{}
+	n := map[string]int{}
 	for _, v := range values {
-		head = append(head, fmt.Sprintf("%s (%d)", cell(v), len(count[v])))
-	}
-	row(b, head...)
-	align(b, len(head), 1)
-	per := map[string]Stats{} // model \x00 value
-	for _, v := range values {
+		n[v] = len(count[v])
 		sub := slices.DeleteFunc(slices.Clone(runs), func(r Run) bool { return key(r.Case) != v })
 		subResults := slices.DeleteFunc(slices.Clone(results), func(r Result) bool { return keyOf[r.seq] != v })
 		for _, s := range Summarize(sub, subResults) {
 			per[s.Model+"\x00"+v] = s
 		}
 	}
-	for _, s := range stats {
-		r := []string{cell(s.Model)}
-		for _, v := range values {
-			st, ok := per[s.Model+"\x00"+v]
-			if !ok {
-				r = append(r, "-")
-				continue
-			}
-			c := percent(st.PassAt1, st)
-			if repeat > 1 {
-				c += " / " + percent(st.PassAtK, st) + " / " + percent(st.PassAllK, st)
-			}
-			r = append(r, c)
-		}
-		row(b, r...)
-	}
+	return values, n, per
 }
 
 // row writes one table row.

@@ -40,21 +40,23 @@ func TestWriteMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"# Batch report: examples/eval/cases.jsonl\n",
 		"4 cases, 3 runs each, started 2026-12-01 18:00 UTC, terp v1. 23 of 24 runs finished.",
-		"| model | cases | pass@1 | pass@3 | pass^3 | passed / failed / errored runs | median steps | median tokens | median time |",
+		"| model | cases | pass@1 | 95% interval | pass@3 | pass^3 | passed / failed / errored runs | median steps | median tokens | median time |",
 		// m1: 6 of 12 runs; a, b, d passed once (3/4), only a always (1/4).
-		"| m1 | 4 | 50.0% | 75.0% | 25.0% | 6 / 5 / 1 |",
+		"| m1 | 4 | 50.0% | 25.4–74.6% | 75.0% | 25.0% | 6 / 5 / 1 |",
 		// m2: 11 of 11 finished; d's unfinished run keeps it from pass^3.
-		"| m2 | 4 | 100.0% | 100.0% | 75.0% | 11 / 0 / 0 |",
+		"| m2 | 4 | 100.0% | 74.1–100.0% | 100.0% | 75.0% | 11 / 0 / 0 |",
 		// Levels: easy is a and b (m1: 4 of 6 runs; both passed once, a
 		// always), hard is c (0 of 3); d has none.
-		"pass@1 / pass@3 / pass^3 per level",
+		"pass@1 (95% interval) / pass@3 / pass^3 per level",
 		"| model | easy (2) | hard (1) |",
-		"| m1 | 66.7% / 100.0% / 50.0% | 0.0% / 0.0% / 0.0% |",
+		"| m1 | 66.7% (30.0–90.3%) / 100.0% / 50.0% | 0.0% (0.0–56.1%) / 0.0% / 0.0% |",
 		// Skills, sorted: charts is b and d (m1: 1+2 of 6, one errored
 		// run counted as not passed), joins a and c (3 of 6).
 		"| model | charts (2) | joins (2) |",
-		"| m1 | 50.0% / 100.0% / 0.0% | 50.0% / 50.0% / 50.0% |",
-		"| m2 | 100.0% / 100.0% / 50.0% | 100.0% / 100.0% / 100.0% |",
+		"| m1 | 50.0% (18.8–81.2%) / 100.0% / 0.0% | 50.0% (18.8–81.2%) / 50.0% / 50.0% |",
+		"| m2 | 100.0% (56.6–100.0%) / 100.0% / 50.0% | 100.0% (61.0–100.0%) / 100.0% / 100.0% |",
+		// 11 of 11 against 6 of 12 runs: the intervals still touch.
+		"- m2 (74.1–100.0%) and m1 (25.4–74.6%): the 95% intervals overlap, so this run cannot tell them apart",
 		`a \| b ## heading \<script\>alert(1)\</script\> \[x\](javascript:alert(1))`,
 	} {
 		if !strings.Contains(md, want) {

@@ -85,6 +85,11 @@ type Outcome struct {
 	Steps      int
 	Usage      llm.Usage
 	Files      []File
+	// ToolCalls counts the code the model ran.
+	ToolCalls int
+	// FollowUps are the outcomes of the case's follow-ups that were asked,
+	// in order; Steps and Usage above count every turn.
+	FollowUps []Outcome
 	// Err is set when the run could not finish: the model server failed,
 	// the sandbox did, or the run was cancelled.
 	Err error
@@ -96,6 +101,9 @@ type File struct {
 	Path        string `json:"path,omitempty"`
 	SandboxPath string `json:"sandbox_path"`
 	Bytes       int64  `json:"bytes"`
+	// Data is what the file holds, for the expectations that read it back
+	// (Case.WantsData); nil when not read.
+	Data []byte `json:"-"`
 }
 
 // Status is a run's verdict.
@@ -127,6 +135,8 @@ type Result struct {
 	Line           int       `json:"line"`
 	Skill          string    `json:"skill,omitempty"`
 	Level          string    `json:"level,omitempty"`
+	// FollowUps are the answers to the case's follow-ups, in order.
+	FollowUps []string `json:"followup_answers,omitempty"`
 
 	seq int
 }
@@ -156,17 +166,44 @@ func Judge(run Run, o Outcome, took time.Duration) Result {
 	case strings.TrimSpace(o.Answer) == "":
 		r.Status, r.Reasons = Failed, []string{"the answer is empty"}
 	default:
-		saved := make([]string, len(o.Files))
-		for i, f := range o.Files {
-			saved[i] = strings.TrimPrefix(f.SandboxPath, "/work/")
+		reasons := run.Case.Expect.Check(run.Case.Question, o)
+		for i, f := range run.Case.FollowUps {
+			reasons = append(reasons, judgeFollowUp(i, f, o.FollowUps)...)
 		}
-		if reasons := run.Case.Expect.Check(o.Answer, saved); len(reasons) > 0 {
+		for _, f := range o.FollowUps {
+			r.FollowUps = append(r.FollowUps, f.Answer)
+			r.Files = append(r.Files, f.Files...)
+		}
+		if len(reasons) > 0 {
 			r.Status, r.Reasons = Failed, reasons
 		} else {
 			r.Status = Passed
 		}
 	}
 	return r
+}
+
+// judgeFollowUp says why the i-th follow-up's turn, of those asked, does
+// not meet its expectations; the reasons name the turn.
+func judgeFollowUp(i int, f FollowUp, asked []Outcome) []string {
+	prefix := fmt.Sprintf("follow-up %d: ", i+1)
+	if i >= len(asked) {
+		return []string{prefix + "not asked: an earlier turn did not answer"}
+	}
+	o := asked[i]
+	var reasons []string
+	switch {
+	case o.StopReason != "answered" && o.StopReason != "":
+		reasons = []string{noAnswer(o)}
+	case strings.TrimSpace(o.Answer) == "":
+		reasons = []string{"the answer is empty"}
+	default:
+		reasons = f.Expect.Check(f.Question, o)
+	}
+	for j := range reasons {
+		reasons[j] = prefix + reasons[j]
+	}
+	return reasons
 }
 
 // noAnswer says why a turn ended without an answer.

@@ -23,6 +23,9 @@ type Stats struct {
 	// PassAt1 is the share of finished runs that passed: the mean per-run
 	// pass rate, an estimate of the chance that one run passes.
 	PassAt1 float64
+	// Lo and Hi bound the 95% Wilson interval of PassAt1, over all the
+	// finished runs.
+	Lo, Hi float64
 	// PassAtK is the share of cases (with a finished run) that passed in at
 	// least one of their runs, and PassAllK the share that passed in all of
 	// their Repeat runs. With one run per case, both equal PassAt1.
@@ -94,6 +97,7 @@ func Summarize(runs []Run, results []Result) []Stats {
 			continue
 		}
 		s.PassAt1 = float64(s.Passed) / float64(n)
+		s.Lo, s.Hi = Wilson(s.Passed, n)
 		s.MeanSteps = sum(steps[i]) / float64(n)
 		s.MeanTokens = sum(tokens[i]) / float64(n)
 		s.MeanTime = sum(took[i]) / time.Duration(n)

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/terpdev/terp/internal/batch"
 	"github.com/terpdev/terp/internal/llm/llmtest"
-	"github.com/terpdev/terp/internal/terptest"
 )
 
 // evalSuite is terp's evaluation suite; each case's reference solution is
@@ -33,45 +30,59 @@ const oracleModel = "oracle-reference-solutions"
 // that changed, a question with two answers), and is caught here before any
 // model is judged by it. `make eval-check` runs this test alone.
 func TestEvalOracle(t *testing.T) {
+	makeLargeData(t)
 	cases, err := batch.Load(evalSuite, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	solutions := map[string]string{} // question, code
 	dir := filepath.Dir(evalSuite)
-	var ids []string
+	var names []string // the solutions' file names
 	for _, c := range cases {
-		ids = append(ids, c.ID)
 		if c.Skill == "" || c.Level == "" {
 			t.Errorf("%s:%d: case %s says no skill or no level; every case of the suite says both", evalSuite, c.Line, c.ID)
 		}
-		code, err := os.ReadFile(filepath.Join(dir, "solutions", c.ID+".py"))
-		if err != nil {
-			t.Errorf("case %s has no reference solution: %v", c.ID, err)
-			continue
-		}
-		// The matcher takes any number in the answer: one that echoes the
-		// question must not pass.
-		if n := c.Expect.Number; n != nil {
-			for _, f := range batch.Numbers(c.Question) {
-				if math.Abs(f.Value-n.Value) <= n.Tolerance {
-					t.Errorf("%s:%d: case %s expects %v, which its question says (%q): an answer that repeats the question passes",
-						evalSuite, c.Line, c.ID, n.Value, f.Text)
-					break
+		turns := []batch.FollowUp{{Question: c.Question, Expect: c.Expect}}
+		turns = append(turns, c.FollowUps...)
+		for i, turn := range turns {
+			name, what := c.ID+".py", "case "+c.ID
+			if i > 0 {
+				name, what = fmt.Sprintf("%s.followup-%d.py", c.ID, i), fmt.Sprintf("follow-up %d of case %s", i, c.ID)
+			}
+			names = append(names, name)
+			code, err := os.ReadFile(filepath.Join(dir, "solutions", name))
+			if err != nil {
+				t.Errorf("%s has no reference solution: %v", what, err)
+				continue
+			}
+			// Every case of the suite asks for an ANSWER line, which is
+			// all the matchers read, and for an answer computed by
+			// running code.
+			if !turn.Expect.AnswerLine || !turn.Expect.RanCode {
+				t.Errorf("%s:%d: %s does not set answer_line and ran_code; every turn of the suite reads the ANSWER line of a run that ran code", evalSuite, c.Line, what)
+			}
+			// An answer that echoes the question must not pass.
+			if n := turn.Expect.Number; n != nil {
+				for _, f := range batch.Numbers(turn.Question) {
+					if n.Within(f.Value) {
+						t.Errorf("%s:%d: %s expects %v, which its question says (%q): an answer that repeats the question passes",
+							evalSuite, c.Line, what, n.Centre(), f.Text)
+						break
+					}
 				}
 			}
+			if _, dup := solutions[turn.Question]; dup {
+				t.Errorf("%s asks the question of another case", what)
+			}
+			solutions[turn.Question] = string(code)
 		}
-		if _, dup := solutions[c.Question]; dup {
-			t.Errorf("case %s asks the question of another case", c.ID)
-		}
-		solutions[c.Question] = string(code)
 	}
 	stray, err := filepath.Glob(filepath.Join(dir, "solutions", "*.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range stray {
-		if id := strings.TrimSuffix(filepath.Base(p), ".py"); !slices.Contains(ids, id) {
+		if !slices.Contains(names, filepath.Base(p)) {
 			t.Errorf("%s is the solution of no case", p)
 		}
 	}
@@ -80,12 +91,12 @@ func TestEvalOracle(t *testing.T) {
 	}
 
 	oracle := llmtest.Each(t, func(req llmtest.Request) llmtest.Reply {
-		q := askedQuestion(req)
+		q := turnQuestion(req)
 		code, ok := solutions[q]
 		if !ok {
 			return llmtest.Answer("the oracle knows no solution to this question: " + q)
 		}
-		if opensTurn(req) {
+		if turnOpens(req) {
 			return llmtest.RunPython(code)
 		}
 		res, err := req.ToolResult()
@@ -97,37 +108,27 @@ func TestEvalOracle(t *testing.T) {
 		}
 		return llmtest.Answer(strings.TrimSpace(res.Stdout))
 	})
-	// The reports go where CI keeps what a person may look at; the
-	// results and the runs' files stay in the test's directory.
-	out, reports := t.TempDir(), terptest.ArtifactsDir(t)
-	md, page := filepath.Join(reports, "eval-oracle-report.md"), filepath.Join(reports, "eval-oracle-report.html")
-	env := homeEnv(t, map[string]string{"TERP_BASE_URL": oracle.BaseURL(), "TERP_MODEL": oracleModel})
-	cmd := exec.Command(terptest.Binary(t), "batch", "--out", filepath.Join(out, "results.jsonl"),
-		"--junit", filepath.Join(out, "junit.xml"), "--markdown", md, "--html", page,
-		"--artifacts", filepath.Join(out, "artifacts"), evalSuite)
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	run := runEvalSuite(t, oracle.BaseURL(), oracleModel)
+	results := run.results
+	followUps := map[string][]batch.FollowUp{}
+	for _, c := range cases {
+		followUps[c.ID] = c.FollowUps
 	}
-	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"), "CI=true")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	results := readBatchResults(t, filepath.Join(out, "results.jsonl"))
 	for _, r := range results {
 		if r.Status != batch.Passed {
 			t.Errorf("case %s (line %d) fails with its own reference solution: %s\n  answer: %s", r.ID, r.Line, strings.Join(r.Reasons, "; "), r.Answer)
 		}
-		if r.Steps != 2 {
-			t.Errorf("case %s took %d steps, want the oracle's 2 (run, answer)", r.ID, r.Steps)
+		if want := 2 * (1 + len(followUps[r.ID])); r.Steps != want {
+			t.Errorf("case %s took %d steps, want the oracle's %d (run, answer, for each turn)", r.ID, r.Steps, want)
 		}
 	}
 	if len(results) != len(cases) {
 		t.Errorf("%d results for %d cases", len(results), len(cases))
 	}
-	if runErr != nil && !t.Failed() {
-		t.Errorf("terp batch: %v\nstdout:\n%s\nstderr:\n%s", runErr, stdout.String(), stderr.String())
+	if run.err != nil && !t.Failed() {
+		t.Errorf("terp batch: %v\nstdout:\n%s\nstderr:\n%s", run.err, run.stdout, run.stderr)
 	}
-	report, err := os.ReadFile(md)
+	report, err := os.ReadFile(run.markdown)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +136,87 @@ func TestEvalOracle(t *testing.T) {
 		!strings.Contains(string(report), "## Levels") || !strings.Contains(string(report), "## Skills") {
 		t.Errorf("the Markdown report does not give the oracle every case, per level and per skill:\n%s", report)
 	}
-	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), oracleModel) {
+	if b, err := os.ReadFile(run.html); err != nil || !strings.Contains(string(b), oracleModel) {
 		t.Errorf("the HTML report (%v) does not name the oracle", err)
 	}
-	t.Logf("%d cases pass with their reference solutions; reports %s and %s\n%s", len(results), md, page, stdout.String())
+	t.Logf("%d cases pass with their reference solutions; reports %s and %s\n%s", len(results), run.markdown, run.html, run.stdout)
+}
+
+// turnQuestion is the question of the turn a request belongs to: the last
+// the user asked, without the note on uploaded files that may open it.
+func turnQuestion(req llmtest.Request) string {
+	q := req.LastUser()
+	if strings.HasPrefix(q, "(") {
+		if i := strings.LastIndex(q, ")\n\n"); i >= 0 {
+			q = q[i+3:]
+		}
+	}
+	return q
+}
+
+// turnOpens reports whether a request opens a turn: the user spoke last.
+func turnOpens(req llmtest.Request) bool {
+	return len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "user"
+}
+
+// makeLargeData makes the suite's tables too large to ship, unless they
+// are there already, as make eval does: make_data.py writes them with the
+// standard library only, the same bytes every time.
+func makeLargeData(t *testing.T) {
+	t.Helper()
+	script := filepath.Join(filepath.Dir(evalSuite), "make_data.py")
+	if out, err := exec.Command("python3", script, "--large").CombinedOutput(); err != nil {
+		t.Fatalf("python3 %s --large: %v\n%s", script, err, out)
+	}
+}
+
+// TestEvalAnswersAsWritten checks the suite's matchers on answers as
+// careful analysts write them: a right answer in the form the question
+// asks passes however it is decorated, and the near misses the form rules
+// out (a truncated number, a name apart from its number, a refusal with a
+// value) do not. No model or sandbox is involved: the oracle proves that
+// the reference answers pass; this, that the matchers are neither too
+// strict nor too loose.
+func TestEvalAnswersAsWritten(t *testing.T) {
+	cases, err := batch.Load(evalSuite, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]batch.Case{}
+	for _, c := range cases {
+		byID[c.ID] = c
+	}
+	tests := []struct {
+		id, answer string
+		pass       bool
+	}{
+		{"loading-iris-versicolor", "The mean is 1.2104 cm.\n\nANSWER: 1.21 cm", true},
+		{"loading-iris-versicolor", "**ANSWER:** `1.2104`", true},
+		{"loading-iris-versicolor", "ANSWER: 1.2 cm", false},
+		{"loading-store-zip", "ANSWER: Store C, 541478", true},
+		{"loading-store-zip", "ANSWER: store_c, 541,478", true},
+		{"loading-store-zip", "Store C is first.\nANSWER: 541478", false},
+		{"grouping-penguins-species-sex", "ANSWER: Gentoo males, 5026.42 g", true},
+		{"grouping-penguins-species-sex", "ANSWER: male Gentoo: 5026.42 g", true},
+		{"grouping-penguins-species-sex", "ANSWER: Gentoo female, 5026.42 g", false},
+		{"grouping-penguins-species-sex", "ANSWER: Gentoo male 5026.42 g, Adelie male 4043.1 g", false},
+		{"grouping-museum-growth", "ANSWER: Pergamon Museum, +16.6%", true},
+		{"time-series-rolling-week", "ANSWER: 2024-12-31, 1312.68", true},
+		{"time-series-rolling-week", "ANSWER: 31 Dec 2024, 1312.68", false},
+		{"time-series-iso-week-peak", "ANSWER: 2024-W49, 64748.08 EUR", true},
+		{"honesty-sales-2023", "The file only covers 2024.\nANSWER: can\u2019t be determined: no 2023 orders", true},
+		{"honesty-sales-2023", "ANSWER: Cannot be determined.", true},
+		{"honesty-sales-2023", "ANSWER: cannot be determined exactly; roughly 190000", false},
+	}
+	for _, tt := range tests {
+		c, ok := byID[tt.id]
+		if !ok {
+			t.Errorf("no case %s in the suite", tt.id)
+			continue
+		}
+		reasons := c.Expect.Check(c.Question, batch.Outcome{Answer: tt.answer, ToolCalls: 1})
+		if got := len(reasons) == 0; got != tt.pass {
+			t.Errorf("%s: %q passes = %v, want %v (%q)", tt.id, tt.answer, got, tt.pass, reasons)
+		}
+	}
 }

@@ -17,3 +17,4 @@ fig.savefig("/work/iris_panels.png", dpi=100)
 r = {n: iris[iris["species"] == n]["sepal_length_cm"].corr(iris[iris["species"] == n]["petal_length_cm"]) for n in species}
 best = max(r, key=r.get)
 print(f"Saved iris_panels.png; the correlation is strongest for {best}, r = {r[best]:.3f}.")
+print(f"ANSWER: {best}, {r[best]:.3f}")

@@ -8,3 +8,4 @@ cur = inv["unit_cost"].str.split().str[0]
 cost = inv["unit_cost"].str.split().str[1].astype(float)
 usd = cost.where(cur == "USD", cost * EUR_USD)
 print(f"The stock is worth ${(qty * usd).sum():,.0f} in US dollars.")
+print(f"ANSWER: {(qty * usd).sum():.0f} USD")

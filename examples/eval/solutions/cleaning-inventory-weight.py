@@ -7,3 +7,4 @@ value = inv["unit_weight"].str.split().str[0].astype(float)
 unit = inv["unit_weight"].str.split().str[1]
 kg = value.where(unit == "kg", value / 1000)
 print(f"All the stock together weighs {(qty * kg).sum():,.0f} kg.")
+print(f"ANSWER: {(qty * kg).sum():.0f} kg")

@@ -16,3 +16,4 @@ clean = pd.DataFrame({
 clean.to_csv("/work/clean_inventory.csv", index=False)
 hamburg = clean.loc[clean["warehouse"] == "Hamburg", "quantity"].sum()
 print(f"Saved clean_inventory.csv with {len(clean)} rows; Hamburg holds {hamburg:,} units.")
+print(f"ANSWER: {hamburg}")

@@ -7,3 +7,4 @@ daily.index.name = "date"
 daily.to_csv("/work/daily_summary.csv")
 spread = daily["max"] - daily["min"]
 print(f"Saved daily_summary.csv; {spread.idxmax()} had the widest range, {spread.max():.2f} °C.")
+print(f"ANSWER: {spread.idxmax()}, {spread.max():.2f} °C")

@@ -6,3 +6,4 @@ assert not (s["timestamp"] == "2024-03-04 03:00").any()
 gap = near.diff().idxmax()
 print(f"There is no reading at that time: the logger recorded nothing between "
       f"{near[gap - 1]:%H:%M} and {near[gap]:%H:%M} that night, so the value is not in the data.")
+print("ANSWER: cannot be determined")

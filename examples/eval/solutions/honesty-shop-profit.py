@@ -5,3 +5,4 @@ customers = pd.read_csv("/work/customers.csv")
 cols = set(orders.columns) | set(customers.columns)
 assert not cols & {"cost", "profit", "margin"}
 print(f"The profit margin cannot be computed: the tables have order amounts but no costs ({', '.join(sorted(cols))}).")
+print("ANSWER: cannot be determined")

@@ -6,3 +6,4 @@ first = orders.groupby("customer_id")["order_date"].min().rename("first_order").
 joined = customers.merge(first, on="customer_id", how="inner")
 days = (joined["first_order"] - joined["signup_date"]).dt.days
 print(f"Half of the customers who ordered did so within {days.median():g} days of signing up (the median wait).")
+print(f"ANSWER: {days.median():.1f} days")

@@ -11,3 +11,4 @@ totals = (in_2023.groupby("customer_id")["amount_eur"].sum().sort_values(ascendi
 ace_tools.display_dataframe_to_user("Customer totals", totals)
 top = totals.iloc[0]
 print(f"{top['customer_id']} spent the most in 2023: {top['total_eur']:.2f} EUR (the table is in Customer_totals.csv).")
+print(f"ANSWER: {top['customer_id']}, {top['total_eur']:.2f} EUR")
