@@ -11,6 +11,9 @@
 // names when cpuos publishes its API is a one-file edit.
 //
 // Authentication: every request carries "Authorization: Bearer <key>".
+// Through a proxy that consumes Authorization itself (agent-sandbox's
+// sandbox-router strips it), the key travels in HeaderToken instead, which
+// the server accepts as well.
 // Errors: any non-2xx response has the body errorBody; the status says what
 // kind of error it is:
 //
@@ -73,6 +76,10 @@ const (
 	// process would grow with each restart.
 	pathWait = "/sandboxes/{id}/processes/{pid}/wait"
 )
+
+// HeaderToken carries the bearer key where Authorization cannot reach the
+// server.
+const HeaderToken = "X-Terp-Sandbox-Token"
 
 // queryPath is the query parameter naming a file or directory.
 const queryPath = "path"

@@ -101,6 +101,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+pathWait, s.withSandbox(s.wait))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			got = r.Header.Get(HeaderToken)
+			ok = got != ""
+		}
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
 			writeError(w, http.StatusUnauthorized, "", "missing or wrong bearer token")
 			return
