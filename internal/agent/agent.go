@@ -128,9 +128,15 @@ type Agent struct {
 	// until the user and the model are told.
 	listProblem string
 	// uploaded lists files uploaded since the model was last told of them,
-	// and notes what else it must hear with the next question.
+	// notes what else it must hear with the next question, and images
+	// what it must see with it (Show).
 	uploaded []string
 	notes    []string
+	images   []string
+	// turnOpts are the client's settings of the turns (SetTurnOptions),
+	// and budget the running turn's budgets, nil between turns.
+	turnOpts TurnOptions
+	budget   *budget
 	// usage and steps count the whole conversation.
 	usage llm.Usage
 	steps int
@@ -217,6 +223,36 @@ func (a *Agent) Note(text string) {
 	}
 }
 
+// TakeNotes returns the notes queued for the next question and forgets
+// them: a client that writes the code itself (conversation.Run) asks no
+// question that would carry them, and is the one that must hear them.
+func (a *Agent) TakeNotes() []string {
+	notes := a.notes
+	a.notes = nil
+	return notes
+}
+
+// TurnOptions are a client's settings of its turns: how the model
+// samples, what it is told besides terp's system prompt, and how much it
+// may write.
+type TurnOptions struct {
+	Sampling llm.Sampling
+	// Instructions follow terp's system prompt in every request of the
+	// turn; they are not kept in the history.
+	Instructions string
+	// MaxOutputTokens bounds the tokens the model writes in a turn, its
+	// replies together (0: no bound): each request asks for at most what
+	// is left, and the turn stops at TokenBudget when it is used.
+	MaxOutputTokens int
+}
+
+// SetTurnOptions sets the client's settings of the following turns.
+func (a *Agent) SetTurnOptions(o TurnOptions) { a.turnOpts = o }
+
+// Show queues images (data URLs) for the model to see with the next
+// question: images a user attached, for a model that takes them.
+func (a *Agent) Show(images []string) { a.images = append(a.images, images...) }
+
 // checkpoint hands the conversation to Config.Checkpoint.
 func (a *Agent) checkpoint(done bool) error {
 	if a.cfg.Checkpoint == nil {
@@ -238,6 +274,16 @@ func (a *Agent) Upload(ctx context.Context, name string, r io.Reader) error {
 		return fmt.Errorf("upload %s: %w", name, err)
 	}
 	a.uploaded = append(a.uploaded, name)
+	return a.snapshot(ctx, nil)
+}
+
+// Place writes r to /work/name as a file the code did not save, so that
+// the next run does not report it, nor the model hear of it: a client's
+// own copy of a file, put back.
+func (a *Agent) Place(ctx context.Context, name string, r io.Reader) error {
+	if err := a.sbx.WriteFile(ctx, path.Join(sandbox.WorkDir, name), r); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
 	return a.snapshot(ctx, nil)
 }
 
@@ -329,7 +375,8 @@ func (a *Agent) turn(ctx context.Context, start func(send func(Event)), send fun
 		return res, err
 	}
 	ctx, b := a.startBudget(ctx)
-	defer b.stop()
+	a.budget = b
+	defer func() { b.stop(); a.budget = nil }()
 
 	// step is the step in progress; codes follows the code of each of its
 	// run_python calls as it streams, by call id (nil for other tools).
@@ -472,7 +519,8 @@ const EmptyReplyNudge = "Your reply was empty. Answer the question in plain text
 func (a *Agent) addQuestion(question string, send func(Event)) {
 	a.turnStart = len(a.history)
 	notes := a.notes
-	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question)})
+	a.history = append(a.history, llm.Message{Role: llm.RoleUser, Content: a.withUploads(question), Images: a.images})
+	a.images = nil
 	// What the model is told about its session (restarted, a new sandbox)
 	// the user is told too.
 	for _, n := range notes {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/terpdev/terp/internal/llm"
@@ -426,7 +427,9 @@ func (a *Agent) dropOldestTurn() (int, bool) {
 const droppedNote = "[terp: earlier questions and answers of this conversation were removed to fit the context window]"
 
 // elision is the note left where output was cut.
-var elision = regexp.MustCompile(`\n?\[terp: ([0-9,]+) characters of this output were removed to fit the context window\]\n?`)
+var elision = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\n?\[terp: ([0-9,]+) characters of this output were removed to fit the context window\]\n?`)
+})
 
 // shortenOutput cuts a tool message to about keep characters of output.
 // The result JSON keeps its shape, its stdout and stderr cut in the middle;
@@ -457,7 +460,7 @@ func shortenOutput(content string, keep int) (string, int) {
 // cut before is cut further, its note updated.
 func elide(s string, keep int) (string, int) {
 	orig, before := s, 0
-	if m := elision.FindStringSubmatchIndex(s); m != nil {
+	if m := elision().FindStringSubmatchIndex(s); m != nil {
 		before, _ = strconv.Atoi(strings.ReplaceAll(s[m[2]:m[3]], ",", ""))
 		s = s[:m[0]] + s[m[1]:]
 	}

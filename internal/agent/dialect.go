@@ -21,11 +21,22 @@ const textModePrompt = "Function calling is not available here, so call " + Tool
 // it.
 func (a *Agent) request() llm.Request {
 	msgs := a.history
-	if a.dialect == llm.DialectText && len(msgs) > 0 && msgs[0].Role == llm.RoleSystem {
+	text := a.dialect == llm.DialectText
+	if (text || a.turnOpts.Instructions != "") && len(msgs) > 0 && msgs[0].Role == llm.RoleSystem {
 		msgs = append([]llm.Message(nil), msgs...)
-		msgs[0].Content += "\n\n" + textModePrompt + clientToolsPrompt(a.cfg.ClientTools)
+		if text {
+			msgs[0].Content += "\n\n" + textModePrompt + clientToolsPrompt(a.cfg.ClientTools)
+		}
+		if a.turnOpts.Instructions != "" {
+			msgs[0].Content += "\n\n" + a.turnOpts.Instructions
+		}
+	}
+	sampling := a.turnOpts.Sampling
+	if left := a.budget.outputLeft(); left > 0 && (sampling.MaxTokens == 0 || left < sampling.MaxTokens) {
+		sampling.MaxTokens = left
 	}
 	return llm.Request{
+		Sampling: sampling,
 		Model:    a.cfg.Model,
 		Messages: msgs,
 		Tools:    append(a.cfg.tools(), a.cfg.ClientTools...),

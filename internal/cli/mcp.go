@@ -42,9 +42,10 @@ type mcpOptions struct {
 
 // mcpConfigFlags are the run flags that make sense without a model.
 var mcpConfigFlags = []string{
-	"sandbox", "exec-mode", "prewarm", "timeout", "sandbox-timeout", "max-stdout", "max-stderr",
+	"sandbox", "exec-mode", "prewarm", "timeout", "interrupt-grace", "sandbox-timeout", "max-stdout", "max-stderr",
 	"memory-limit", "process-limit", "file-size-limit", "max-download-size",
-	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow", "network-trusted-ranges",
+	"cpuos-url", "cpuos-template", "docker-image", "kubernetes-namespace", "kubernetes-warm-pool", "kubernetes-router-url", "kubernetes-kubeconfig",
+	"network", "network-allow", "network-trusted-ranges",
 }
 
 // mcpTokenEnv holds the bearer token HTTP clients must send.
@@ -69,8 +70,11 @@ mints: the first python or upload_file call's result gives it, and later
 calls pass it as their "sandbox" argument. A sandbox idle for idle_pause is
 paused (files kept, variables lost) and woken by the next call; it is closed
 with its session, or, when an id or a handle names it, once unused for
---expire-after; its conversation is kept, for terp sessions. No model is
-involved: the client writes the code.
+--expire-after; its conversation is kept, for terp sessions. A sandbox an id
+or a handle names (a stdio session's has a handle too, which its first result
+gives) is paused when terp mcp stops, and the next terp mcp on the same data
+directory resumes it at the next call that names it: files kept, Python
+restarted. No model is involved: the client writes the code.
 
 --http ADDR serves Streamable HTTP (at any path, such as /mcp) and the legacy
 SSE transport at /sse, and /healthz. Clients send "Authorization: Bearer

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/jupyter"
+	"github.com/terpdev/terp/internal/serve/librechat"
 	"github.com/terpdev/terp/internal/serve/openaiapi"
 )
 
@@ -37,12 +39,19 @@ type serveOptions struct {
 	// where they show the steps; see serve.Config.
 	aliasSuffix string
 	steps       string
-	// grace is how long a stopping server lets running requests finish.
-	grace time.Duration
+	// grace is how long a stopping server lets running requests finish;
+	// shutdownDelay how long before that it serves on with /readyz
+	// saying it is stopping.
+	grace         time.Duration
+	shutdownDelay time.Duration
 	// store is where the state is kept (see openServeStores); advertise
 	// is the address other replicas sharing it reach this one at.
 	store     string
 	advertise string
+	// publicURL is where clients reach the server, for the links in its
+	// answers; linkLifetime how long those links work. See serve.Link.
+	publicURL    string
+	linkLifetime time.Duration
 	// metricsListen is the address of the metrics' own listener; "" serves
 	// none.
 	metricsListen string
@@ -55,6 +64,9 @@ type serveOptions struct {
 	limits   serve.Limits
 	caps     serve.Caps
 	timeouts httpTimeouts
+	// librechat are the settings of LibreChat's signed tokens; see
+	// addLibreChatFlags.
+	librechat libreChatFlags
 }
 
 // logFormats are the formats of terp serve's log; the first is the default.
@@ -88,6 +100,13 @@ sets the default, a request's "terp_steps" field chooses for itself. Files
 the code saved are Markdown links to their content. Chat completions without
 the tool or an alias go to the model server as they are, streamed or not.
 
+Files the code saved are linked in answers at URLs a browser opens without
+a key: each a signed copy of the file as it was, kept for --link-lifetime
+(30 days) after the container is gone, served as a download unless it is an
+image. Behind a proxy, --public-url https://HOST is the address links start
+with. A chat client that sends back only the history goes on in the
+container that gave its last answer.
+
 Every request needs a bearer key: --keys-file names a file of "NAME KEY"
 lines (# starts a comment), or TERP_SERVE_KEY holds one key. A key sees only
 its own containers, files and responses. --no-auth is allowed on a loopback
@@ -99,7 +118,9 @@ Limits: each key may hold --key-containers live containers (64), send
 (both unlimited unless given); a line of the keys file may set its own, as
 "alice sk-... containers=8 rpm=60 tokens_per_day=2000000" (N or unlimited).
 --max-containers and --max-runs bound the live containers and the turns
-running at once across keys, --max-upload and --max-request-size the sizes
+running at once across keys. With --store postgres:// replicas count a key's
+limits and --max-containers together; --max-runs is each replica's own.
+--max-upload and --max-request-size the sizes
 of uploads (512MiB) and JSON bodies (8MiB). A client over a limit gets a 429
 with Retry-After, which the OpenAI SDKs wait out and retry (not for tokens
 per day: that waits for midnight UTC), or a 413 for a body over its size.
@@ -124,18 +145,33 @@ terp's data directory, or with --store postgres://... in a PostgreSQL
 database that several replicas share behind a load balancer. On SIGTERM,
 running requests get --grace to finish, then are stopped with a 503 saying
 so; every container is paused, and a restart goes on with all of them.
+Before that, for --shutdown-delay (5s), /readyz answers 503 while new
+requests are still served, so that a load balancer stops sending first.
 Replicas forward a container's requests to the one it is open in (at the
 address it listens on, or --advertise URL), so its Python keeps its
 variables; give them remote sandboxes (--sandbox cpuos or docker) for any
 replica to take a container over when another dies.
 
+LibreChat's agents run code through /librechat/v1, LibreChat's Code
+Interpreter API: set LIBRECHAT_CODE_BASEURL=http://HOST:PORT/librechat/v1
+and LIBRECHAT_CODE_API_KEY to a key of this server. Newer LibreChat can sign
+a token for each request instead (Authorization: Bearer, EdDSA or RS256):
+--librechat-jwt-key names the PEM file of its public key, which turns them
+on; --librechat-jwt-kid the key id they must name; --librechat-jwt-issuer
+and --librechat-jwt-audience what iss and aud must be (librechat, codeapi);
+--librechat-jwt-tenant TENANT=NAME maps a token's tenant_id to the key of
+that NAME in --keys-file, whose limits and files the request has ("*" maps
+any other tenant; a tenant not mapped is the key of its own name).
+
 See docs/serve.md for every endpoint and metric, docs/production.md for
-running replicas.`,
+running replicas, docs/jupyter.md and docs/librechat.md for the Jupyter and
+LibreChat clients.`,
 		Example: `  TERP_SERVE_KEY=$(openssl rand -hex 16) terp serve --base-url http://localhost:8000/v1 --model qwen3-32b
   terp serve --listen 0.0.0.0:8080 --keys-file /etc/terp/keys
   terp serve --no-auth   # 127.0.0.1:8080, for one user on this machine
   terp serve --keys-file /etc/terp/keys --metrics-listen 127.0.0.1:9090 --log-format json
-  terp serve --listen 10.0.0.5:8080 --keys-file /etc/terp/keys --store postgres://terp:PW@db/terp --sandbox cpuos`,
+  terp serve --listen 10.0.0.5:8080 --keys-file /etc/terp/keys --store postgres://terp:PW@db/terp --sandbox cpuos
+  terp serve --keys-file /etc/terp/keys --librechat-jwt-key /etc/terp/librechat.pub --librechat-jwt-tenant '*=librechat'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.flags = cmd.Flags()
@@ -150,7 +186,10 @@ running replicas.`,
 	fl.StringVar(&opts.keysFile, "keys-file", "", "file of `PATH` with one \"NAME KEY [OPTION=N ...]\" per line: the keys clients may send, and their limits")
 	fl.StringVar(&opts.store, "store", "", "`URL` of a PostgreSQL database (postgres://...) that replicas share; default: the data directory")
 	fl.StringVar(&opts.advertise, "advertise", "", "`URL` other replicas reach this one at (http://HOST:PORT), with a shared --store")
+	fl.StringVar(&opts.publicURL, "public-url", "", "`URL` clients reach the server at (https://HOST[/PREFIX] behind a proxy), which the links in answers start with; default: the address each request came to")
+	fl.DurationVar(&opts.linkLifetime, "link-lifetime", serve.DefaultLinkLifetime, "how long the links to files in answers work, without a key (`DURATION`, e.g. 720h)")
 	fl.DurationVar(&opts.grace, "grace", 30*time.Second, "on SIGTERM, how long running requests may finish before they are stopped")
+	fl.DurationVar(&opts.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long the server still takes new requests while /readyz answers 503, for load balancers to stop sending (`DURATION`)")
 	fl.BoolVar(&opts.noAuth, "no-auth", false, "accept requests without a key (loopback addresses only)")
 	fl.StringVar(&opts.aliasSuffix, "alias-suffix", openaiapi.DefaultAliasSuffix, "`SUFFIX` that makes a chat model name (MODEL+python) an alias that runs the code interpreter on MODEL")
 	fl.StringVar(&opts.steps, "steps", openaiapi.StepsModes[0], "where chat completions show the steps (`MODE`: "+strings.Join(openaiapi.StepsModes, ", ")+`); a request's "terp_steps" chooses for itself`)
@@ -164,8 +203,21 @@ running replicas.`,
 		panic(err)
 	}
 	addLimitFlags(fl, opts)
+	addLibreChatFlags(fl, &opts.librechat)
 	addConfigFlags(cmd, serveConfigFlags...)
 	return cmd
+}
+
+// checkPublicURL refuses a --public-url that links cannot start with.
+func checkPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return usagef("--public-url %q is not the address clients reach the server at: give http(s)://HOST[:PORT][/PREFIX]", s)
+	}
+	return nil
 }
 
 // serveKeys are the keys a server accepts, from --keys-file or
@@ -246,6 +298,10 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	jwt, err := opts.librechat.jwt(keys)
+	if err != nil {
+		return err
+	}
 	if !slices.Contains(openaiapi.StepsModes, opts.steps) {
 		return usagef("--steps is one of %s, not %q", strings.Join(openaiapi.StepsModes, ", "), opts.steps)
 	}
@@ -254,6 +310,12 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	}
 	if !slices.Contains(logFormats, opts.logFormat) {
 		return usagef("--log-format is one of %s, not %q", strings.Join(logFormats, ", "), opts.logFormat)
+	}
+	if err := checkPublicURL(opts.publicURL); err != nil {
+		return err
+	}
+	if opts.linkLifetime < time.Minute {
+		return usagef("--link-lifetime is %s: give a minute or more (the default, 720h, is 30 days)", opts.linkLifetime)
 	}
 	level := slog.LevelInfo
 	if opts.logDebug {
@@ -318,22 +380,31 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 		Conversations: svc, Settings: cfg, Keys: keys, NoAuth: opts.noAuth && len(keys) == 0,
 		LocalLimits: opts.limits, Caps: opts.caps,
 		State: stores.state, DataDir: dataDir, Replica: replica,
-		Log:      log,
-		Metrics:  metrics,
-		Ready:    []serve.ReadyCheck{serve.SandboxCheck(backend)},
-		LogDebug: opts.logDebug,
+		Log:       log,
+		Metrics:   metrics,
+		Ready:     []serve.ReadyCheck{serve.SandboxCheck(backend)},
+		LogDebug:  opts.logDebug,
+		PublicURL: opts.publicURL, LinkLifetime: opts.linkLifetime,
 	})
 	if err != nil {
 		return err
 	}
 	openaiapi.Register(srv, openaiapi.Options{AliasSuffix: opts.aliasSuffix, Steps: opts.steps})
 	jupyter.Register(srv, versionString())
+	librechat.Register(srv, librechat.Options{JWT: jwt})
+	if jwt != nil {
+		opts.tell(log, slog.LevelInfo, fmt.Sprintf("LibreChat's code API on http://%s%s takes tokens signed by the %d key(s) of %s (iss %s, aud %s)",
+			ln.Addr(), librechat.Prefix, len(jwt.Keys), opts.librechat.keyFile, jwt.Issuer, jwt.Audience))
+	}
 	if mln != nil {
 		opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving metrics on http://%s/metrics, and /healthz and /readyz, without a key", mln.Addr()))
 	}
 	opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes, %s)",
 		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox, stores.describe(dataDir)))
-	err = serveWithMetrics(ctx, mln, srv.MetricsHandler(), func(ctx context.Context) error {
+	stopping := func() {
+		opts.tell(log, slog.LevelInfo, fmt.Sprintf("stopping: /readyz answers 503; new requests are served for %s more, then running ones get %s to finish", opts.shutdownDelay, opts.grace))
+	}
+	err = serveWithMetrics(drained(ctx, srv, opts.shutdownDelay, stopping), mln, srv.MetricsHandler(), func(ctx context.Context) error {
 		return serveHTTP(ctx, ln, srv.Handler(), opts.grace, srv, opts.timeouts)
 	})
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -368,6 +439,21 @@ func (opts *serveOptions) tell(log *slog.Logger, level slog.Level, text string) 
 		prefix = "warning: "
 	}
 	fmt.Fprintln(opts.f.IO.ErrOut, prefix+text)
+}
+
+// drained is ctx ended delay after it: in between, srv serves on and its
+// /readyz says it is stopping (serve.Server.Drain; told says so in the
+// log), so that a load balancer stops sending before the listener closes.
+func drained(ctx context.Context, srv *serve.Server, delay time.Duration, told func()) context.Context {
+	out, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		srv.Drain()
+		told()
+		time.Sleep(delay)
+		stop()
+	}()
+	return out
 }
 
 // serveWithMetrics runs serveAPI and, when mln is set, serves metrics on

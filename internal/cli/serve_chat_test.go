@@ -41,7 +41,8 @@ func startGateway(t *testing.T, env map[string]string, args ...string) *gateway 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(ctx, f, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...))
+		// No drain unless the test asks (TestServeDrains).
+		done <- Run(ctx, f, append([]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-delay", "0s"}, args...))
 		pw.Close()
 	}()
 	var once sync.Once

@@ -160,7 +160,7 @@ func startTerpJupyter(t *testing.T, env map[string]string) jupyterTarget {
 	for k, v := range env {
 		full[k] = v
 	}
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--keys-file", keys}
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--shutdown-delay", "0s", "--keys-file", keys}
 	// terp's password mode takes a key as the password.
 	target := jupyterTarget{token: alice, password: alice, foreign: bob, foreignStatus: http.StatusNotFound}
 	p := startProcess(t, full, `serving the OpenAI API on (http://\S+)/v1`, args...)
@@ -471,9 +471,17 @@ func checkOpenWebUI(t *testing.T, target jupyterTarget) {
 		t.Errorf("with a wrong token: %+v; want Open WebUI's 'Error: 401/403 ...'", res)
 	}
 
-	// Open WebUI deletes the kernel of each run, whatever happened.
+	// Open WebUI deletes the kernel of each run, whatever happened; a
+	// Docker container's removal may still be under way when its client
+	// has gone.
 	var kernels []struct{ ID string }
-	getJSON(t, target.base+"/api/kernels?token="+url.QueryEscape(target.token), &kernels)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		kernels = nil
+		getJSON(t, target.base+"/api/kernels?token="+url.QueryEscape(target.token), &kernels)
+		if len(kernels) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(kernels) != 0 {
 		t.Errorf("after Open WebUI's runs the server still has kernels %+v; the executor logged:\n%s", kernels, strings.Join(openWebUILogs, "\n"))
 	}

@@ -37,7 +37,7 @@ type serveProcess struct {
 // and waits until it says where it serves.
 func startGatewayProcess(t *testing.T, env map[string]string, args ...string) *serveProcess {
 	t.Helper()
-	return startProcess(t, env, `serving the OpenAI API on (http://\S+/v1)`, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	return startProcess(t, env, `serving the OpenAI API on (http://\S+/v1)`, append([]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-delay", "0s"}, args...)...)
 }
 
 // startProcess starts the terp binary with env and args, and waits until

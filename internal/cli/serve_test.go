@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/terptest"
@@ -37,6 +39,9 @@ func TestServeRefusesToStartUnsafely(t *testing.T) {
 		{"shared key", []string{"serve", "--keys-file", twice}, twice + ":2: bob has the key of alice"},
 		{"missing keys file", []string{"serve", "--keys-file", filepath.Join(dir, "nope")}, "cannot read the keys file"},
 		{"both", []string{"serve", "--keys-file", short, "--no-auth"}, "contradict"},
+		{"public url without a scheme", []string{"serve", "--no-auth", "--public-url", "terp.example.com"}, "give http(s)://HOST"},
+		{"public url with a query", []string{"serve", "--no-auth", "--public-url", "https://terp.example.com/?a=1"}, "give http(s)://HOST"},
+		{"link lifetime too short", []string{"serve", "--no-auth", "--link-lifetime", "1s"}, "give a minute or more"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := terp(t, nil, "", tt.args...)
@@ -106,5 +111,48 @@ func TestServeAnswersAndStops(t *testing.T) {
 	ls := terpWith(t, nil, g.env, "", "sessions", "ls", "--json")
 	if ls.code != 0 || !strings.Contains(ls.stdout, `"origin": "serve"`) && !strings.Contains(ls.stdout, `"origin":"serve"`) {
 		t.Errorf("the container's conversation is not kept: exit %d\n%s%s", ls.code, ls.stdout, ls.stderr)
+	}
+}
+
+// On SIGTERM (here, its context ending) terp serve first drains: /readyz
+// answers 503 "stopping" while new requests are still served, for
+// --shutdown-delay; then the listener closes.
+func TestServeDrains(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	env := serverEnv(llmtest.New(t))
+	env["TERP_SERVE_KEY"] = key
+	g := startGateway(t, env, "--shutdown-delay", "3s")
+	get := func(path string) (int, string, error) {
+		req, _ := http.NewRequest("GET", strings.TrimSuffix(g.base, "/v1")+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	stopped := make(chan int, 1)
+	go func() { stopped <- g.stop() }()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		status, body, err := get("/readyz")
+		if err == nil && status == http.StatusServiceUnavailable && strings.Contains(body, `"stopping"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never said the server is stopping: %d %s %v\n%s", status, body, err, g.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if status, body, err := get("/v1/files"); err != nil || status != http.StatusOK {
+		t.Errorf("a new request while draining: %d %s %v; want it served", status, body, err)
+	}
+	if code := <-stopped; code != 0 || !strings.Contains(g.log.String(), "stopping: /readyz answers 503") {
+		t.Errorf("exit %d\n%s", code, g.log)
+	}
+	if _, _, err := get("/healthz"); err == nil {
+		t.Error("the listener still answers after the drain and the stop")
 	}
 }

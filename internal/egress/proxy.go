@@ -338,3 +338,30 @@ func closeWrite(c net.Conn) {
 func oneLine(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
+
+// Client is an HTTP client held to the proxy's rules without a listener,
+// for the host's own requests on a sandbox's behalf (terp serve fetching an
+// image a client names by URL): every connection, redirects' too, is to an
+// allowed host name on port 80 or 443, dialled at a public address as the
+// proxy dials. Its answers are bounded by timeout.
+func (p *Proxy) Client(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			host, portStr, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			port, _ := strconv.Atoi(portStr)
+			scheme := map[int]string{80: "http", 443: "https"}[port]
+			if scheme == "" {
+				return nil, &deniedError{fmt.Sprintf("%s port %d: only http on port 80 and https on port 443 are allowed", host, port)}
+			}
+			if err := p.check(host, port, port, scheme); err != nil {
+				return nil, err
+			}
+			return p.dialAllowed(ctx, addr)
+		},
+		ResponseHeaderTimeout: timeout,
+	}}
+}

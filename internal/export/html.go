@@ -11,15 +11,12 @@ import (
 	_ "image/png"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/chroma/v2"
-	"github.com/alecthomas/chroma/v2/lexers"
+	"github.com/terpdev/terp/internal/highlight"
+	"github.com/terpdev/terp/internal/htmlpage"
 )
-
-// CSP is the page's Content-Security-Policy: no script at all, styles only
-// from the page itself, images only from data: URIs. Were the escaping ever
-// to let markup through, the browser would still load and run nothing.
-const CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 // pageImageTypes are the only MIME types a page embeds an image as. SVG is
 // among them: in an <img> a browser runs no script an SVG carries and loads
@@ -35,7 +32,7 @@ var pageImageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "ima
 func WriteHTML(w io.Writer, d *Doc) error {
 	p := htmlPage{
 		Title: d.Title, Model: d.Model, ExecMode: d.ExecMode, Inputs: d.Inputs, Warnings: d.Warnings,
-		CSP: CSP, CSS: template.CSS(pageCSS),
+		CSS: template.CSS(htmlpage.BaseCSS + pageCSS),
 	}
 	if p.Title == "" {
 		p.Title = "Conversation " + d.ID
@@ -49,7 +46,7 @@ func WriteHTML(w io.Writer, d *Doc) error {
 		for i, st := range t.Steps {
 			hs := htmlStep{
 				Summary: stepSummary(i+1, st), Failed: st.ExitCode != 0 || st.TimedOut || st.Error != "",
-				Said: prose(st.Said), Code: highlight(st.Code),
+				Said: prose(st.Said), Code: pythonTokens(st.Code),
 				Stdout: st.Printed(), Stderr: st.Stderr, Note: st.Note, Error: st.Error,
 			}
 			for _, img := range st.Images {
@@ -65,7 +62,7 @@ func WriteHTML(w io.Writer, d *Doc) error {
 		p.Saved = append(p.Saved, htmlFile{Name: name, Image: shown[name]})
 	}
 	var b bytes.Buffer
-	if err := pageTemplate.Execute(&b, p); err != nil {
+	if err := pageTemplate().Execute(&b, p); err != nil {
 		return err
 	}
 	_, err := w.Write(b.Bytes())
@@ -77,7 +74,6 @@ type htmlPage struct {
 	Inputs, Warnings             []string
 	Turns                        []htmlTurn
 	Saved                        []htmlFile
-	CSP                          string
 	CSS                          template.CSS
 }
 
@@ -159,14 +155,12 @@ func stepSummary(n int, st Step) string {
 // token is a run of code of one colour; Class is "" for plain text.
 type token struct{ Class, Text string }
 
-var pythonLexer = chroma.Coalesce(lexers.Get("python"))
-
-// highlight splits Python code into coloured tokens with chroma's lexer.
+// pythonTokens splits Python code into coloured tokens with chroma's lexer.
 // The page renders them itself, through the template, rather than taking
 // chroma's HTML: then no markup in the page comes from anywhere but the
 // template, and a handful of classes in pageCSS colour it.
-func highlight(code string) []token {
-	it, err := pythonLexer.Tokenise(nil, code)
+func pythonTokens(code string) []token {
+	it, err := chroma.Coalesce(highlight.Python()).Tokenise(nil, code)
 	if err != nil {
 		return []token{{Text: code}}
 	}
@@ -295,28 +289,18 @@ func inline(s string) []span {
 	return out
 }
 
-// pageCSS is the page's whole style: light or dark as the reader's system
-// is, one column that narrows to a phone, code that scrolls sideways inside
-// its block rather than widening the page.
+// pageCSS is the page's own style beside htmlpage.BaseCSS: code that
+// scrolls sideways inside its block rather than widening the page, runs
+// folded, highlighting colours.
 const pageCSS = `
-:root { color-scheme: light dark; --fg: #1f2328; --muted: #59636e; --bg: #fff; --box: #f6f8fa; --line: #d1d9e0;
-  --bad: #cf222e; --k: #8250df; --s: #0a3069; --c: #6e7781; --m: #0550ae; --nf: #6639ba; --nb: #953800; }
-@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #9198a1; --bg: #0d1117; --box: #161b22; --line: #3d444d;
-  --bad: #ff7b72; --k: #d2a8ff; --s: #a5d6ff; --c: #8b949e; --m: #79c0ff; --nf: #d2a8ff; --nb: #ffa657; } }
-* { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 52rem; padding: 1rem; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif;
-  color: var(--fg); background: var(--bg); overflow-wrap: anywhere; }
-h1 { font-size: 1.5rem; margin: 0 0 .25rem; line-height: 1.25; }
-h2 { font-size: 1.15rem; margin: 2rem 0 .5rem; }
-.meta, .note { color: var(--muted); font-size: .9rem; }
+:root { --bad: #cf222e; --k: #8250df; --s: #0a3069; --c: #6e7781; --m: #0550ae; --nf: #6639ba; --nb: #953800; }
+@media (prefers-color-scheme: dark) { :root { --bad: #ff7b72; --k: #d2a8ff; --s: #a5d6ff; --c: #8b949e; --m: #79c0ff; --nf: #d2a8ff; --nb: #ffa657; } }
 .note { margin: .25rem 0; }
 .warn { color: var(--bad); }
 .question { border-left: 4px solid var(--k); padding: .25rem .75rem; background: var(--box); border-radius: 0 6px 6px 0; }
 .answer { margin-top: 1rem; }
 p { margin: .5rem 0; white-space: pre-wrap; }
-pre, code { font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-pre { margin: .5rem 0; padding: .6rem .75rem; background: var(--box); border: 1px solid var(--line); border-radius: 6px;
-  overflow-x: auto; white-space: pre; overflow-wrap: normal; max-width: 100%; }
+pre { margin: .5rem 0; overflow-x: auto; white-space: pre; overflow-wrap: normal; }
 p code { background: var(--box); padding: .1em .3em; border-radius: 4px; }
 pre.stderr { border-color: var(--bad); }
 .label { color: var(--muted); font-size: .8rem; margin: .75rem 0 0; }
@@ -327,22 +311,12 @@ summary.failed { color: var(--bad); }
 img { max-width: 100%; height: auto; display: block; margin: .5rem 0; border-radius: 4px; }
 figure { margin: .75rem 0; }
 figcaption { color: var(--muted); font-size: .85rem; }
-ul { padding-left: 1.25rem; }
 .k { color: var(--k); } .kc, .m { color: var(--m); } .s { color: var(--s); } .c { color: var(--c); font-style: italic; }
 .nf { color: var(--nf); } .nb { color: var(--nb); } .nd { color: var(--nb); }
 `
 
-var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{{.CSP}}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="terp">
-<title>{{.Title}}</title>
-<link rel="icon" href="data:,">
-<style>{{.CSS}}</style>
-</head>
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.Must(template.New("page").Parse(htmlpage.Head)).Parse(`{{template "head" .}}
 <body>
 <header>
 <h1>{{.Title}}</h1>
@@ -380,3 +354,4 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 {{define "prose"}}{{range .}}{{if .Code}}<pre>{{.Text}}</pre>{{else}}<p>{{range .Spans}}{{if eq .Kind "code"}}<code>{{.Text}}</code>{{else if eq .Kind "b"}}<strong>{{.Text}}</strong>{{else}}{{.Text}}{{end}}{{end}}</p>{{end}}{{end}}{{end}}
 {{define "image"}}<figure>{{if .Src}}<img src="{{.Src}}" alt="{{.Name}}"{{if .Width}} width="{{.Width}}" height="{{.Height}}"{{end}}>{{end}}<figcaption>{{.Name}}{{with .Why}} ({{.}}){{end}}</figcaption></figure>{{end}}
 `))
+})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terpdev/terp/internal/htmlpage"
 )
 
 // The hostile texts a model or its code could write: each must reach the
@@ -87,7 +89,7 @@ func TestWriteHTML(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		`<meta http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;; img-src data:; style-src &#39;unsafe-inline&#39;; base-uri &#39;none&#39;; form-action &#39;none&#39;">`,
+		`<meta http-equiv="Content-Security-Policy" content="` + htmlpage.CSP + `">`,
 		`<meta name="viewport" content="width=device-width, initial-scale=1">`,
 		"<title>sales &lt;script&gt;window.pwned=1&lt;/script&gt;</title>",
 		"&lt;img src=x onerror=&#34;window.pwned=2&#34;&gt;",

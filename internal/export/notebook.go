@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // WriteNotebook writes d as a Jupyter notebook (nbformat 4.5) that runs
@@ -253,7 +254,9 @@ func lines(s string) []string {
 
 // exceptionLine is the last line of a Python traceback: the exception's
 // name, and its message when it has one.
-var exceptionLine = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.]*)(?:: (.*))?$`)
+var exceptionLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.]*)(?:: (.*))?$`)
+})
 
 // splitTraceback finds the Python traceback a failed run's stderr ends
 // with. before is what was printed ahead of it (warnings); tb is its lines;
@@ -283,7 +286,7 @@ func splitTraceback(stderr string) (before string, tb []string, ename, evalue st
 	// The exception's line is the last unindented one; a message of
 	// several lines runs on after it.
 	for i := len(all) - 1; i > start; i-- {
-		m := exceptionLine.FindStringSubmatch(all[i])
+		m := exceptionLine().FindStringSubmatch(all[i])
 		if m == nil {
 			if strings.HasPrefix(all[i], " ") {
 				break
@@ -433,7 +436,9 @@ func plain(s string) string { return plainEscaper.Replace(s) }
 // Markdown renderers agree on that one whatever came before it. An
 // indented fence (in a list) is not taken for one, so what follows it is
 // escaped: shown with its entities in the worst case, never as HTML.
-var fenceOpen = regexp.MustCompile("^(`{3,}|~{3,})(.*)$")
+var fenceOpen = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("^(`{3,}|~{3,})(.*)$")
+})
 
 // markdown keeps the Markdown the user or the model wrote, but escapes `<`,
 // `>` and `&` outside code, so that no HTML of theirs is rendered: Jupyter
@@ -451,7 +456,7 @@ func markdown(s string) string {
 			}
 			continue
 		}
-		if m := fenceOpen.FindStringSubmatch(l); m != nil && (m[1][0] == '~' || !strings.Contains(m[2], "`")) {
+		if m := fenceOpen().FindStringSubmatch(l); m != nil && (m[1][0] == '~' || !strings.Contains(m[2], "`")) {
 			fence = m[1]
 			continue
 		}

@@ -95,6 +95,9 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	if err == nil && sendsReasoning(req.Messages) {
 		body, err = withReasoning(body)
 	}
+	if err == nil {
+		body, err = withSampling(body, req.Sampling)
+	}
 	if err != nil {
 		return Response{}, fmt.Errorf("encode chat request: %w", err)
 	}
@@ -104,6 +107,7 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	for {
 		r, err := c.attempt(ctx, req, body, shown.filter())
 		if err == nil {
+			shown.keepCallIDs(&r)
 			return r, nil
 		}
 		if ctx.Err() != nil {
@@ -185,6 +189,28 @@ type shownText struct {
 	onDelta func(Delta)
 	// shown is what was shown of each kind, indexed by DeltaKind.
 	shown [2]strings.Builder
+	// calls are the calls whose arguments were shown, by their index in
+	// the reply: a new attempt's call at the same index, of the same name,
+	// is shown as the same call (its id, what was shown of its arguments
+	// not again), so that a caller that streams a call's code shows it
+	// once.
+	calls map[int]*shownCall
+}
+
+// shownCall is a call as deltas showed it.
+type shownCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+// keepCallIDs gives r's calls the ids their arguments were shown under,
+// when an earlier attempt began them: the caller knows them by those.
+func (s *shownText) keepCallIDs(r *Response) {
+	for i := range r.ToolCalls {
+		if c := s.calls[i]; c != nil && c.name == r.ToolCalls[i].Name {
+			r.ToolCalls[i].ID = c.id
+		}
+	}
 }
 
 // filter returns the onDelta for one attempt: nil when the caller gave none,
@@ -195,14 +221,13 @@ func (s *shownText) filter() func(Delta) {
 		return nil
 	}
 	// at is how far into the text shown of each kind this attempt has
-	// come while it repeats it; -1 once it differs.
+	// come while it repeats it; -1 once it differs. callAt is the same for
+	// each call's arguments, by index.
 	var at [2]int
+	callAt := map[int]int{}
 	return func(d Delta) {
 		if d.Kind == DeltaArguments {
-			// Calls are not text shown once: a new attempt's calls are
-			// new calls, with ids of their own, and the Response's
-			// calls are the ones that count.
-			s.onDelta(d)
+			s.showArguments(d, callAt)
 			return
 		}
 		k := min(int(d.Kind), 1)
@@ -233,6 +258,48 @@ func (s *shownText) filter() func(Delta) {
 		shown.WriteString(text)
 		s.onDelta(Delta{Kind: d.Kind, Text: text})
 	}
+}
+
+// showArguments shows a piece of a call's arguments, as the call an earlier
+// attempt began at its index when it has the same name: under that call's
+// id, without what was shown of it already. A call whose arguments differ
+// from what was shown goes on from where they differ; the Response's call
+// is the whole of it.
+func (s *shownText) showArguments(d Delta, callAt map[int]int) {
+	if s.calls == nil {
+		s.calls = map[int]*shownCall{}
+	}
+	c := s.calls[d.Index]
+	if c == nil || (c.name != d.Name && d.Name != "") {
+		c = &shownCall{id: d.ID, name: d.Name}
+		s.calls[d.Index] = c
+		callAt[d.Index] = -1
+	}
+	if c.name == "" {
+		c.name = d.Name // a name that came after the first piece
+	}
+	d.ID, d.Name = c.id, c.name
+	text := d.Text
+	if at, ok := callAt[d.Index]; !ok || at >= 0 {
+		old := c.args.String()[min(at, c.args.Len()):]
+		n := 0
+		for n < len(text) && n < len(old) && text[n] == old[n] {
+			n++
+		}
+		switch {
+		case n == len(text):
+			callAt[d.Index] = at + n
+			return
+		case n == len(old):
+			callAt[d.Index] = at + n
+		default:
+			callAt[d.Index] = -1
+		}
+		text = text[n:]
+	}
+	c.args.WriteString(text)
+	d.Text = text
+	s.onDelta(d)
 }
 
 // readReply reads a successful reply to req, streamed or whole, normalizes

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Dialect says how tool calls travel between terp and the model.
@@ -200,11 +201,13 @@ func (rec *recovery) parse(content string) (rest string, calls []ToolCall, forma
 	return content, nil, ""
 }
 
-var blankLines = regexp.MustCompile(`\n{3,}`)
+var blankLines = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\n{3,}`)
+})
 
 // tidy trims what is left of a reply once its calls are cut out.
 func tidy(s string) string {
-	return strings.TrimSpace(blankLines.ReplaceAllString(s, "\n\n"))
+	return strings.TrimSpace(blankLines().ReplaceAllString(s, "\n\n"))
 }
 
 const (
@@ -683,13 +686,15 @@ func repairJSON(s string) string {
 	return b.String()
 }
 
-var nameField = regexp.MustCompile(`"name"\s*:\s*"([^"]+)"`)
+var nameField = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`"name"\s*:\s*"([^"]+)"`)
+})
 
 // brokenJSONCall salvages a call whose JSON cannot be read: the name, and
 // the text as its arguments, so the caller can tell the model what was
 // wrong and it can try again.
 func brokenJSONCall(body string) (ToolCall, bool) {
-	m := nameField.FindStringSubmatch(body)
+	m := nameField().FindStringSubmatch(body)
 	if m == nil {
 		return ToolCall{}, false
 	}

@@ -54,6 +54,7 @@ func textForm(msgs []Message, all bool) []Message {
 			// Templates that want user and assistant turns to alternate
 			// reject two user messages in a row.
 			out[results].Content += "\n\n" + m.Content
+			out[results].Images = append(out[results].Images, m.Images...)
 			results = -1
 		default:
 			out = append(out, m)

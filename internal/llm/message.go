@@ -29,6 +29,9 @@ type Message struct {
 	// the caller does only for models that need their earlier reasoning
 	// between tool calls (gpt-oss).
 	Reasoning string `json:"reasoning,omitempty"`
+	// Images go with a user message to a model that takes them, as data
+	// URLs (data:image/png;base64,...), after its text.
+	Images []string `json:"images,omitempty"`
 }
 
 // ToolCall is one function call the model asked for.
@@ -68,6 +71,21 @@ type Request struct {
 	// call to CodeTool, for models that never call tools. Such a reply's
 	// answer then ends only when the model writes no code.
 	FencedCode bool
+	// Sampling are the client's sampling settings; its zero value leaves
+	// every one to the server.
+	Sampling Sampling
+}
+
+// Sampling are the settings of a model's sampling a client may give; nil
+// and zero leave each to the server's default.
+type Sampling struct {
+	Temperature *float64
+	TopP        *float64
+	// MaxTokens bounds the tokens of one reply (max_tokens, which every
+	// OpenAI-compatible server takes).
+	MaxTokens int
+	Stop      []string
+	Seed      *int
 }
 
 // Usage counts tokens as the server reported them.

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -55,6 +56,14 @@ func wireMessage(m Message) openai.ChatCompletionMessage {
 	w := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ReasoningContent: m.Reasoning}
 	if m.Role == RoleTool && w.Content == "" {
 		w.Content = emptyToolOutput
+	}
+	if len(m.Images) > 0 {
+		// Parts: the text, then each image.
+		w.MultiContent = []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: m.Content}}
+		for _, url := range m.Images {
+			w.MultiContent = append(w.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: url}})
+		}
+		w.Content = ""
 	}
 	for _, tc := range m.ToolCalls {
 		w.ToolCalls = append(w.ToolCalls, openai.ToolCall{
@@ -113,6 +122,37 @@ func withReasoning(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	v["messages"] = raw
+	return json.Marshal(v)
+}
+
+// withSampling sets the sampling settings the client gave in body, as
+// given: go-openai's request drops a temperature or top_p of 0, which
+// asks for greedy decoding.
+func withSampling(body []byte, s Sampling) ([]byte, error) {
+	if s.Temperature == nil && s.TopP == nil && s.MaxTokens == 0 && s.Stop == nil && s.Seed == nil {
+		return body, nil
+	}
+	var v map[string]any
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber() // the rest of the body as it was
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if s.Temperature != nil {
+		v["temperature"] = *s.Temperature
+	}
+	if s.TopP != nil {
+		v["top_p"] = *s.TopP
+	}
+	if s.MaxTokens > 0 {
+		v["max_tokens"] = s.MaxTokens
+	}
+	if len(s.Stop) > 0 {
+		v["stop"] = s.Stop
+	}
+	if s.Seed != nil {
+		v["seed"] = *s.Seed
+	}
 	return json.Marshal(v)
 }
 

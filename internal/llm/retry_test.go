@@ -2,10 +2,12 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -460,5 +462,46 @@ func TestRetriesExhausted500(t *testing.T) {
 	wantError(t, err, KindServer, "failed to answer (after 4 retries)", "worker died")
 	if n := srv.hits.Load(); n != 1+defaultRetries {
 		t.Errorf("server got %d requests, want %d", n, 1+defaultRetries)
+	}
+}
+
+// A reply that breaks off in the middle of a call, asked for again, shows
+// the call once: its arguments go on where the broken reply left them,
+// under the id the caller saw, and the Response's call has that id, though
+// the server gave the new one another.
+func TestRetryBrokenStreamMidCall(t *testing.T) {
+	call := func(id, args, finish string) string {
+		return `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"` + id + `","type":"function","function":{"name":"run_python","arguments":` +
+			strconv.Quote(args) + `}}]},"finish_reason":` + finish + `}]}` + "\n\n"
+	}
+	var seen atomic.Int32
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) == 1 {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, call("call_a", `{"code": "print(`, "null"))
+			w.(http.Flusher).Flush()
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		sse(call("call_b", `{"code": "print(`, "null")+call("", `42)"}`, `"tool_calls"`)+"data: [DONE]\n\n")(w, r)
+	})
+	c, _ := newTestClient(srv.URL, Config{Stream: true})
+	var deltas []Delta
+	tools := []Tool{{Name: "run_python", Parameters: json.RawMessage(`{"type":"object","properties":{"code":{"type":"string"}}}`)}}
+	got, err := c.Complete(context.Background(), Request{Model: "m", Tools: tools}, collect(&deltas))
+	if err != nil || len(got.ToolCalls) != 1 {
+		t.Fatalf("Complete = %+v, %v", got, err)
+	}
+	var shown strings.Builder
+	for _, d := range deltas {
+		if d.Kind != DeltaArguments || d.ID != "call_a" {
+			t.Errorf("delta %+v; want the arguments of call_a alone", d)
+		}
+		shown.WriteString(d.Text)
+	}
+	if shown.String() != `{"code": "print(42)"}` || got.ToolCalls[0].ID != "call_a" || got.ToolCalls[0].Arguments != `{"code": "print(42)"}` {
+		t.Errorf("shown %q, call %+v; want the arguments once, under call_a", shown.String(), got.ToolCalls[0])
 	}
 }

@@ -300,3 +300,87 @@ func TestSandboxesHaveTheSettingsNetwork(t *testing.T) {
 		})
 	}
 }
+
+// sessionIDTransport sends id as the x-session-id of every request, as
+// vLLM's tool server client does, through next.
+type sessionIDTransport struct {
+	next http.RoundTripper
+	id   string
+}
+
+func (s sessionIDTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(SessionHeader, s.id)
+	return s.next.RoundTrip(r)
+}
+
+// The sandboxes that handles and x-session-ids name outlive a restart of
+// the server and its host on the same state, still their owner's: another
+// key's call with the same handle is told there is none, and with the same
+// id gets a sandbox of its own. A restart after --expire-after has passed
+// expires them.
+func TestNamedSandboxesOutliveARestart(t *testing.T) {
+	const aliceKey, bobKey = "alice-key-0123456789", "bob-key-0123456789"
+	w := newWorld(t, worldOptions{keys: map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}})
+	url := w.serveHTTP(t)
+	connect := func(key, id string) *sdk.ClientSession {
+		t.Helper()
+		var tr http.RoundTripper = &keyTransport{key: key}
+		if id != "" {
+			tr = sessionIDTransport{next: tr, id: id}
+		}
+		cs, err := httpClient(t, url, tr, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	run := func(cs *sdk.ClientSession, code, handle string) string {
+		t.Helper()
+		args := map[string]any{"code": code}
+		if handle != "" {
+			args["sandbox"] = handle
+		}
+		return textOf(call(t, cs, PythonTool, args))
+	}
+	res := call(t, connect(aliceKey, ""), PythonTool, map[string]any{"code": "write a.txt by-handle"})
+	handle, _ := res.Meta[MetaSandbox].(string)
+	if res.IsError || handle == "" {
+		t.Fatalf("python = %q (error %v), _meta %v; want a new sandbox's handle", textOf(res), res.IsError, res.Meta)
+	}
+	run(connect(aliceKey, "A"), "write b.txt by-id", "")
+
+	cfg := Config{Settings: w.cfg, Version: "test", Log: slog.New(w.logs)}
+	w.restart(t, cfg)
+	url = w.serveHTTP(t)
+	if got := run(connect(bobKey, ""), "cat a.txt", handle); !strings.Contains(got, "no sandbox "+handle) {
+		t.Errorf("bob with alice's handle after a restart: %q; want no such sandbox", got)
+	}
+	if got := run(connect(bobKey, "A"), "cat b.txt", ""); strings.Contains(got, "by-id") {
+		t.Errorf("bob with alice's x-session-id after a restart read %q, want a sandbox of his own", got)
+	}
+	if got := run(connect(aliceKey, ""), "cat a.txt", handle); !strings.Contains(got, "by-handle") {
+		t.Errorf("alice with her handle after a restart: %q; want her file", got)
+	}
+	if got := run(connect(aliceKey, "A"), "cat b.txt", ""); !strings.Contains(got, "by-id") {
+		t.Errorf("alice with her x-session-id after a restart: %q; want her file", got)
+	}
+
+	expired := w.logs.count("expired a sandbox")
+	cfg.ExpireAfter = time.Millisecond
+	w.restart(t, cfg)
+	url = w.serveHTTP(t)
+	w.logs.wait(t, "expired a sandbox", expired+3) // alice's two, bob's one
+	if got := run(connect(aliceKey, ""), "cat a.txt", handle); !strings.Contains(got, "expired after 1ms") {
+		t.Errorf("alice's handle after it expired: %q; want a tool error saying it expired", got)
+	}
+	recs, err := w.host.State().Containers(ctx(t), "")
+	for _, rec := range recs {
+		if rec.Ref != "" {
+			t.Errorf("the expired sandbox %s has a record still: %+v", rec.ID, rec)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}

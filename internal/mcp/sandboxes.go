@@ -3,7 +3,9 @@ package mcp
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -26,11 +28,21 @@ import (
 //  3. over sessionless HTTP (protocol 2026-07-28, which has no sessions), a
 //     new one with a new handle, which the result gives: python and
 //     upload_file make one, the other tools need the handle;
-//  4. its MCP session's (stdio, or a Streamable HTTP or SSE session).
+//  4. its MCP session's (a Streamable HTTP or SSE session);
+//  5. over stdio, the one a handle minted for the session names (see
+//     stdioRef), which outlives the session as 1 does.
 //
 // Handles and ids are scoped by the principal the host's key ring took the
-// request for (see ownerOf). The sandboxes of 1 to 3 are kept until they
-// have been idle for ExpireAfter; those of 4 until their session ends.
+// request for (see ownerOf). The sandboxes of 1 to 3 and 5 are kept until
+// they have been idle for ExpireAfter, across restarts of terp mcp; those
+// of 4 until their session ends.
+//
+// The sandboxes of 1 to 3 and 5 are named sandboxes: Server.named has them
+// by a digest of their owner and name (handle or id), and their container's
+// record keeps the same digest (ContainerSpec.Ref), never the handle. Close
+// leaves them paused on the host, their records kept; the next terp mcp on
+// the same data directory finds them by the digest (restore), and a call
+// naming one resumes it from its record: files kept, Python restarted.
 //
 // Every sandbox is a container of the host (serve.Server): made with
 // CreateContainer at its first call, leased for the length of each call
@@ -42,11 +54,12 @@ import (
 // duration (a test waits one second) where a container record's expiry
 // counts whole minutes and is looked for every 30 s, and when a handle
 // expires the server must forget it and say so (the log, the error of a
-// later call), which the host's expiry would do unseen. The record's
-// Minutes (ExpireAfter rounded up) are a backstop, for records a killed
-// terp mcp left. A session's sandbox lasts as long as its session, however
-// idle (an stdio client may sit for days): the session holds a lease on it
-// throughout, which the host's expiry never passes.
+// later call), which the host's expiry would do unseen. A restored sandbox's
+// timer counts from its record's LastActive. The record's Minutes
+// (ExpireAfter rounded up) are a backstop, for the records of a session's
+// sandbox that a killed terp mcp left. A session's sandbox lasts as long as
+// its session, however idle (an stdio client may sit for days): the session
+// holds a lease on it throughout, which the host's expiry never passes.
 
 // container is one sandbox: a host container, made at its first use.
 type container struct {
@@ -57,6 +70,9 @@ type container struct {
 	err                     error
 	// hold is a session's sandbox's lease for the length of the session.
 	hold *serve.Lease
+	// restored is a named sandbox an earlier terp mcp kept, found again
+	// at start (restore); its first call resumes it.
+	restored bool
 
 	// Guarded by Server.mu: the calls using the sandbox now, and the timer
 	// that expires it once there are none (named sandboxes only).
@@ -69,11 +85,12 @@ type box struct {
 	// lease holds the container for the call; conv is its conversation.
 	lease *serve.Lease
 	conv  *conversation.Conversation
-	// handle is the handle that names it ("" when the session does), and
-	// minted tells that this call made it.
-	handle string
-	minted bool
-	done   func()
+	// handle is the handle that names it ("" when the session does),
+	// minted tells that this call made it, and session that the handle is
+	// a stdio session's (see stdioRef).
+	handle          string
+	minted, session bool
+	done            func()
 }
 
 // handlePrefix starts every handle terp mints.
@@ -135,35 +152,56 @@ func ownerOf(ctx context.Context) string {
 	return localOwner
 }
 
-// ref is the key in Server.named of the sandbox a call of owner's names,
-// the handle it names (or is to be minted: mint), or "" for its session's
-// sandbox.
-func ref(ctx context.Context, owner string, extra *sdk.RequestExtra, handle string) (key, name string, mint bool, err error) {
+// sandboxRef is which sandbox a call names.
+type sandboxRef struct {
+	// key is its key in Server.named (see refKey); "" names the call's
+	// session's sandbox.
+	key string
+	// handle is the handle that names it, or is to be minted (mint);
+	// sessionID the x-session-id that names it.
+	handle, sessionID string
+	mint              bool
+	// session says the handle is the one a stdio session's calls use
+	// when they name none (see stdioRef).
+	session bool
+}
+
+// refKey is the key of owner's sandbox that a handle or an x-session-id
+// (kind) names: a digest, so that the map of them that container records
+// keep on disk (ContainerSpec.Ref) gives no handle away, and names no
+// sandbox of another owner's.
+func refKey(owner, kind, name string) string {
+	sum := sha256.Sum256([]byte("terp mcp sandbox\x00" + owner + "\x00" + kind + "\x00" + name))
+	return hex.EncodeToString(sum[:])
+}
+
+// ref is the sandbox a call of owner's names, with its handle argument.
+func ref(ctx context.Context, owner string, extra *sdk.RequestExtra, handle string) (sandboxRef, error) {
 	var id string
 	if extra != nil {
 		id = extra.Header.Get(SessionHeader)
 	}
 	if handle = strings.TrimSpace(handle); handle != "" {
 		if !strings.HasPrefix(handle, handlePrefix) || len(handle) > maxSessionID {
-			return "", "", false, fmt.Errorf("%q is not a sandbox handle: give the handle (%s...) an earlier result gave, "+
+			return sandboxRef{}, fmt.Errorf("%q is not a sandbox handle: give the handle (%s...) an earlier result gave, "+
 				`or leave "sandbox" out`, handle, handlePrefix)
 		}
-		return owner + "\x00" + handle, handle, false, nil
+		return sandboxRef{key: refKey(owner, "handle", handle), handle: handle}, nil
 	}
 	if id == "" {
 		id, _ = ctx.Value(sseKey{}).(string)
 	}
 	if id = strings.TrimSpace(id); id != "" {
 		if len(id) > maxSessionID {
-			return "", "", false, fmt.Errorf("the %s header is over %d bytes", SessionHeader, maxSessionID)
+			return sandboxRef{}, fmt.Errorf("the %s header is over %d bytes", SessionHeader, maxSessionID)
 		}
-		return owner + "\x00id:" + id, "", false, nil
+		return sandboxRef{key: refKey(owner, "id", id), sessionID: id}, nil
 	}
 	if stateless, _ := ctx.Value(statelessKey{}).(bool); stateless {
-		name = newHandle()
-		return owner + "\x00" + name, name, true, nil
+		handle = newHandle()
+		return sandboxRef{key: refKey(owner, "handle", handle), handle: handle, mint: true}, nil
 	}
-	return "", "", false, nil
+	return sandboxRef{}, nil
 }
 
 // use opens (at first use) the sandbox of a call, given its "sandbox"
@@ -171,13 +209,18 @@ func ref(ctx context.Context, owner string, extra *sdk.RequestExtra, handle stri
 // The caller calls done when the call is over.
 func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.RequestExtra, handle string, may bool) (*box, error) {
 	owner := ownerOf(ctx)
-	key, name, mint, err := ref(ctx, owner, extra, handle)
+	r, err := ref(ctx, owner, extra, handle)
 	if err != nil {
 		return nil, err
 	}
+	if r.key == "" && isStdio(ctx) {
+		r = s.stdioRef(ss, owner)
+	}
+	key, name, mint := r.key, r.handle, r.mint
 	if mint && !may {
 		return nil, errNoSandbox
 	}
+	made := mint
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -196,13 +239,14 @@ func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.Requ
 		s.named[key] = c
 	default:
 		c = s.named[key]
-		if c == nil && name != "" {
+		if c == nil && name != "" && !r.session {
 			s.mu.Unlock()
 			return nil, s.expiredError(name)
 		}
 		if c == nil {
 			c = &container{}
 			s.named[key] = c
+			made = r.session
 		}
 	}
 	c.calls++
@@ -213,7 +257,7 @@ func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.Requ
 	s.busy.Add(1)
 	s.mu.Unlock()
 
-	c.once.Do(func() { s.open(ctx, ss, key, owner, c) })
+	c.once.Do(func() { s.open(ctx, ss, r, owner, c) })
 	s.busy.Done()
 	if c.err != nil {
 		s.release(key, c)
@@ -231,6 +275,8 @@ func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.Requ
 		switch {
 		case closed:
 			return nil, errStopping
+		case r.session:
+			return s.use(ctx, ss, extra, handle, may) // the session goes on in a new one
 		case name != "":
 			return nil, s.expiredError(name)
 		case key != "":
@@ -242,17 +288,53 @@ func (s *Server) use(ctx context.Context, ss *sdk.ServerSession, extra *sdk.Requ
 		s.release(key, c)
 		return nil, err
 	}
+	s.mu.Lock()
+	restored := c.restored
+	c.restored = false
+	s.mu.Unlock()
+	if restored {
+		s.cfg.Log.Info("resumed a sandbox kept across a restart", "container", c.id, "conversation", c.conversation)
+	}
 	done := func() {
 		l.Release(context.WithoutCancel(ctx))
 		s.release(key, c)
 	}
-	return &box{lease: l, conv: l.Container().Conversation(), handle: name, minted: mint, done: done}, nil
+	return &box{lease: l, conv: l.Container().Conversation(), handle: name, minted: made, session: r.session, done: done}, nil
 }
 
-// expiredError is a call naming the handle of a sandbox that is not here.
+// stdioKey marks the context of a stdio session's calls.
+type stdioKey struct{}
+
+func isStdio(ctx context.Context) bool {
+	stdio, _ := ctx.Value(stdioKey{}).(bool)
+	return stdio
+}
+
+// stdioRef names the sandbox of a stdio session's call that names none: a
+// named sandbox, by a handle minted for the session at its first call and
+// told to the client, rather than one that ends with the session. A stdio
+// client restarts terp mcp whenever it restarts itself, so its session is
+// no longer than the client's run; with the handle, a call after the
+// restart (of a conversation the client's model goes on with) finds the
+// files again. If the sandbox expires while the session goes on, the
+// session's next call makes a new one under the same handle.
+func (s *Server) stdioRef(ss *sdk.ServerSession, owner string) sandboxRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.stdio[ss]
+	if !ok {
+		h = newHandle()
+		s.stdio[ss] = h
+	}
+	return sandboxRef{key: refKey(owner, "handle", h), handle: h, session: true}
+}
+
+// expiredError is a call naming the handle of a sandbox that is not here:
+// it expired, or it never was (a handle made up, or another owner's, which
+// is told alike, so that no owner learns of another's sandboxes).
 func (s *Server) expiredError(name string) error {
-	return fmt.Errorf("there is no sandbox %s here: it expired after %s without calls, or terp mcp "+
-		`restarted since. Leave "sandbox" out to get a new one (its variables and files are not those of the old)`,
+	return fmt.Errorf("there is no sandbox %s here: it expired after %s without calls, or this handle is not one "+
+		`this server gave you. Leave "sandbox" out to get a new one (its variables and files are not those of the old)`,
 		name, s.cfg.ExpireAfter)
 }
 
@@ -261,9 +343,13 @@ func (s *Server) expiredError(name string) error {
 // client does), stored as an mcp conversation that outlives the sandbox,
 // and, as a backstop, expiring on the host ExpireAfter after its last use.
 func (s *Server) spec() serve.ContainerSpec {
-	return serve.ContainerSpec{Origin: "mcp", KeepConversation: true, Minutes: minutes(s.cfg.ExpireAfter),
+	return serve.ContainerSpec{Origin: origin, KeepConversation: true, Minutes: minutes(s.cfg.ExpireAfter),
 		Network: s.cfg.Host.SettingsNetwork()}
 }
+
+// origin is the protocol terp mcp's containers are made by, and their
+// conversations stored as from.
+const origin = "mcp"
 
 // minutes is d in the whole minutes a container record's expiry counts,
 // rounded up, at least one.
@@ -272,13 +358,17 @@ func minutes(d time.Duration) int {
 	return int(min(max(math.Ceil(d.Minutes()), 1), most))
 }
 
-// open makes the container of c, the sandbox key names (or, for "", ss's),
-// for owner; a session's sandbox is held for the length of the session and
-// removed when it ends.
-func (s *Server) open(ctx context.Context, ss *sdk.ServerSession, key, owner string, c *container) {
+// open makes the container of c, the sandbox r names (or, for no key,
+// ss's), for owner; a session's sandbox is held for the length of the
+// session and removed when it ends, a named one keeps its key in its
+// record.
+func (s *Server) open(ctx context.Context, ss *sdk.ServerSession, r sandboxRef, owner string, c *container) {
+	key := r.key
 	// Not the call's context: other calls wait for this one's open.
 	ctx = context.WithoutCancel(ctx)
-	l, err := s.cfg.Host.CreateContainer(ctx, owner, s.spec())
+	spec := s.spec()
+	spec.Ref = key
+	l, err := s.cfg.Host.CreateContainer(ctx, owner, spec)
 	if err != nil {
 		c.err = err
 		s.forget(key, c)
@@ -296,9 +386,8 @@ func (s *Server) open(ctx context.Context, ss *sdk.ServerSession, key, owner str
 	c.conversation = conv
 	if key != "" {
 		l.Release(ctx)
-		name := key[strings.IndexByte(key, 0)+1:]
-		if id, ok := strings.CutPrefix(name, "id:"); ok {
-			s.cfg.Log.Info("opened a sandbox", "session_id", id, "container", c.id, "conversation", conv)
+		if r.sessionID != "" {
+			s.cfg.Log.Info("opened a sandbox", "session_id", r.sessionID, "container", c.id, "conversation", conv)
 		} else {
 			// Not the handle: with the key, it is the key to the sandbox.
 			s.cfg.Log.Info("opened a sandbox", "named_by", "handle", "container", c.id, "conversation", conv)
@@ -385,6 +474,16 @@ func (s *Server) remove(ctx context.Context, c *container) {
 	if c.hold != nil {
 		c.hold.Release(ctx)
 	}
+	if !s.cfg.Host.IsOpen(c.id) {
+		// Kept paused by an earlier terp mcp and not called since: no
+		// call can reach it now, and leasing it would resume its sandbox
+		// only to close it.
+		var gone *serve.NotFoundError
+		if err := s.cfg.Host.RemoveContainer(ctx, c.owner, c.id); err != nil && !errors.As(err, &gone) {
+			s.cfg.Log.Warn("removing a sandbox", "container", c.id, "error", err)
+		}
+		return
+	}
 	l, err := s.cfg.Host.Acquire(ctx, c.owner, c.id)
 	if l == nil {
 		if err != nil {
@@ -398,10 +497,12 @@ func (s *Server) remove(ctx context.Context, c *container) {
 	}
 }
 
-// Close removes every sandbox, a session's or a named one, from the host,
-// closing its conversation (its sandbox paused), and refuses new ones. It
-// waits for the opens, drops and expiries under way first, so that none is
-// left half done. The host is the caller's to close, after.
+// Close removes every session's sandbox from the host, closing its
+// conversation (its sandbox paused), and leaves the named ones to the
+// host's Close, which pauses them and keeps their records for the next
+// terp mcp (restore); then it refuses new calls. It waits for the opens,
+// drops and expiries under way first, so that none is left half done. The
+// host is the caller's to close, after.
 func (s *Server) Close(ctx context.Context) {
 	s.mu.Lock()
 	s.closed = true
@@ -413,11 +514,14 @@ func (s *Server) Close(ctx context.Context) {
 		all = append(all, c)
 		delete(s.sessions, ss)
 	}
+	kept := 0
 	for key, c := range s.named {
 		if c.expiry != nil {
 			c.expiry.Stop()
 		}
-		all = append(all, c)
+		if c.id != "" {
+			kept++
+		}
 		delete(s.named, key)
 	}
 	s.mu.Unlock()
@@ -428,4 +532,35 @@ func (s *Server) Close(ctx context.Context) {
 		}
 	}
 	wg.Wait()
+	if kept > 0 {
+		s.cfg.Log.Info("kept the sandboxes that handles and session ids name, for the next terp mcp", "sandboxes", kept)
+	}
+}
+
+// restore finds the named sandboxes an earlier terp mcp on the same host
+// state kept (see Close), or left when it was killed: every container
+// record with a Ref. Each expires ExpireAfter after its record's last use,
+// as if the server had not stopped; its first call resumes it.
+func (s *Server) restore() {
+	recs, err := s.cfg.Host.State().Containers(context.Background(), "")
+	if err != nil {
+		s.cfg.Log.Warn("finding the sandboxes an earlier terp mcp kept; their handles and session ids start new ones", "error", err)
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rec := range recs { // the newest first: one record per key is found
+		if rec.Ref == "" || rec.Origin != origin || s.named[rec.Ref] != nil {
+			continue
+		}
+		c := &container{owner: rec.Owner, id: rec.ID, conversation: rec.Conversation, restored: true}
+		c.once.Do(func() {}) // made already
+		key := rec.Ref
+		s.named[key] = c
+		c.expiry = time.AfterFunc(max(s.cfg.ExpireAfter-now.Sub(rec.LastActive), 0), func() { s.expire(key, c) })
+	}
+	if n := len(s.named); n > 0 {
+		s.cfg.Log.Info("found the sandboxes an earlier terp mcp kept", "sandboxes", n)
+	}
 }

@@ -6,7 +6,9 @@
 // It is a protocol on terp serve's host (serve.Server), as OpenAI's API
 // is: each sandbox is a host container (one conversation, origin mcp),
 // made at its first call, leased for each call, and removed when its
-// session ends (its conversation closed and kept for terp sessions); the
+// session ends or, when a handle or an x-session-id names it (a stdio
+// session's has a handle), once unused for ExpireAfter, across restarts
+// (its conversation closed and kept for terp sessions); the
 // python tool runs its code on the host's exec path, counted and logged
 // as any run. Over HTTP (Protocol) the host checks each request's key,
 // bounds its body, logs and counts it, and the principal the key names
@@ -89,7 +91,9 @@ type Server struct {
 	// header or a handle the server minted, by their key (see ref); each
 	// stays until it has been idle for ExpireAfter, pausing when idle like
 	// any other.
-	named  map[string]*container
+	named map[string]*container
+	// stdio are the handles of stdio sessions' sandboxes (see stdioRef).
+	stdio  map[*sdk.ServerSession]string
 	closed bool
 	// busy counts what makes or removes a container outside mu (an open,
 	// a session's drop, an expiry): Close waits for it, so that nothing is
@@ -122,7 +126,8 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*container{}, named: map[string]*container{}}
+	s := &Server{cfg: cfg, sessions: map[*sdk.ServerSession]*container{}, named: map[string]*container{},
+		stdio: map[*sdk.ServerSession]string{}}
 	name := cfg.Name
 	if name == "" {
 		name = "terp"
@@ -132,6 +137,7 @@ func New(cfg Config) *Server {
 		Capabilities: &sdk.ServerCapabilities{},
 	})
 	s.addTools()
+	s.restore()
 	return s
 }
 
@@ -159,7 +165,7 @@ func instructions(cfg *config.Config) string {
 // Run serves one client on t (stdio: the process's one session) until it
 // disconnects or ctx ends. Its sandbox is the principal "local"'s.
 func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
-	return s.sdk.Run(withOwner(ctx, localOwner), t)
+	return s.sdk.Run(withOwner(context.WithValue(ctx, stdioKey{}, true), localOwner), t)
 }
 
 // Protocol is MCP over HTTP, for the Host to serve (serve.Server.Register):

@@ -35,6 +35,8 @@ type world struct {
 	store   store.Store
 	cfg     *config.Config
 	logs    *logRecorder
+	// hostConfig makes the world's host, again after a restart.
+	hostConfig serve.Config
 	// started receives once a run whose code holds the line "# block" is
 	// running; it then waits for release (or its context) before it runs
 	// the rest.
@@ -101,17 +103,35 @@ func newWorld(t *testing.T, opt worldOptions) *world {
 	if opt.hostLog != nil {
 		hostLog = slog.New(opt.hostLog)
 	}
-	host, err := serve.New(serve.Config{Conversations: svc, Settings: cfg, Keys: opt.keys, NoAuth: len(opt.keys) == 0,
-		DataDir: t.TempDir(), Log: hostLog})
+	w.hostConfig = serve.Config{Conversations: svc, Settings: cfg, Keys: opt.keys, NoAuth: len(opt.keys) == 0,
+		DataDir: t.TempDir(), Log: hostLog}
+	w.start(t, Config{Settings: cfg, Version: "test", Log: slog.New(w.logs), MaxEmbed: opt.maxEmbed,
+		ExpireAfter: opt.expireAfter})
+	return w
+}
+
+// start starts the world's host and a Server of cfg on it, both closed
+// when the test ends.
+func (w *world) start(t *testing.T, cfg Config) {
+	t.Helper()
+	host, err := serve.New(w.hostConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.Close(context.Background()) })
-	w.host = host
-	w.srv = New(Config{Host: host, Settings: cfg, Version: "test", Log: slog.New(w.logs), MaxEmbed: opt.maxEmbed,
-		ExpireAfter: opt.expireAfter})
+	w.host, cfg.Host = host, host
+	w.srv = New(cfg)
 	t.Cleanup(func() { w.srv.Close(context.Background()) })
-	return w
+}
+
+// restart stops the world's Server and host, as terp mcp does when it
+// stops, and starts them again on the same store, backend and host state,
+// the Server with cfg.
+func (w *world) restart(t *testing.T, cfg Config) {
+	t.Helper()
+	w.srv.Close(ctx(t))
+	w.host.Close(ctx(t))
+	w.start(t, cfg)
 }
 
 // connect is a new client session on the server, as Run serves one, closed
@@ -824,18 +844,21 @@ func TestInstructions(t *testing.T) {
 	}
 }
 
-// terp mcp over stdio calls Server.Close as soon as Run returns, which is
-// when the client went, and then exits: Close must not return while the
-// ended session's conversation is still closing, or its sandbox is never
-// paused. This fails today: the session's end takes the conversation out
-// of the server's sessions before closing it, and Close waits only for
-// those it finds there.
+// A process serving an HTTP session may be stopped just as the session
+// ends: Close must not return while the ended session's conversation is
+// still closing, or its sandbox is never paused. This failed once: the
+// session's end took the conversation out of the server's sessions before
+// closing it, and Close waited only for those it found there.
 func TestCloseWaitsForAnEndedSessionsConversation(t *testing.T) {
 	gate := make(chan struct{})
 	w := newWorld(t, worldOptions{pauseGate: gate})
 	serverT, clientT := sdk.NewInMemoryTransports()
+	ss, err := w.srv.sdk.Connect(ctx(t), serverT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ran := make(chan error, 1)
-	go func() { ran <- w.srv.Run(context.Background(), serverT) }()
+	go func() { ran <- ss.Wait() }()
 	cs := w.client(t, clientT)
 	if res := call(t, cs, UploadTool, map[string]any{"name": "data.csv", "text": "a,b"}); res.IsError {
 		t.Fatalf("upload: %s", textOf(res))
@@ -879,5 +902,50 @@ func TestDownloadDirectoryIsNotTooLarge(t *testing.T) {
 	if strings.Contains(textOf(res), "larger than") {
 		t.Errorf("download_file of a directory = %q (error %v), %d contents: it says the directory is too large",
 			textOf(res), res.IsError, len(res.Content))
+	}
+}
+
+// A stdio client restarts terp mcp whenever it restarts itself, so a stdio
+// session's sandbox has a handle, told in its first result: it outlives the
+// session and the process, and a call naming it after a restart finds the
+// files, while a new session's calls that name none get a sandbox of their
+// own.
+func TestStdioSessionsSandboxOutlivesARestart(t *testing.T) {
+	w := newWorld(t, worldOptions{})
+	stdio := func() *sdk.ClientSession {
+		t.Helper()
+		serverT, clientT := sdk.NewInMemoryTransports()
+		ran := make(chan error, 1)
+		go func() { ran <- w.srv.Run(context.Background(), serverT) }()
+		cs := w.client(t, clientT)
+		t.Cleanup(func() {
+			_ = cs.Close()
+			<-ran
+		})
+		return cs
+	}
+	cs := stdio()
+	res := call(t, cs, UploadTool, map[string]any{"name": "data.csv", "text": "a,b"})
+	handle, _ := res.Meta[MetaSandbox].(string)
+	if res.IsError || handle == "" || !strings.Contains(textOf(res), `after terp mcp restarts, pass "sandbox": "`+handle+`"`) {
+		t.Fatalf("upload = %q (error %v), _meta %v; want the session's handle told", textOf(res), res.IsError, res.Meta)
+	}
+	if res := call(t, cs, PythonTool, map[string]any{"code": "cat data.csv"}); res.IsError || !strings.HasSuffix(textOf(res), "\n[sandbox "+handle+"]") {
+		t.Errorf("a later call = %q (error %v); want the same sandbox, its handle at the end", textOf(res), res.IsError)
+	}
+	_ = cs.Close()
+
+	w.restart(t, Config{Settings: w.cfg, Version: "test", Log: slog.New(w.logs)})
+	ids := w.conversationIDs(t)
+	if len(ids) != 1 || w.sandboxState(t, ids[0]) != "paused" {
+		t.Fatalf("conversations %v after the restart, want one with its sandbox paused", ids)
+	}
+	cs = stdio()
+	if got := textOf(call(t, cs, ListTool, map[string]any{"sandbox": handle})); !strings.Contains(got, "/work/data.csv") {
+		t.Errorf("list_files with the handle after a restart = %q, want the file", got)
+	}
+	res = call(t, cs, ListTool, nil)
+	if other, _ := res.Meta[MetaSandbox].(string); !strings.Contains(textOf(res), "/work is empty") || other == "" || other == handle {
+		t.Errorf("a new session's list_files = %q, handle %q; want a sandbox of its own (the old one's %s)", textOf(res), other, handle)
 	}
 }

@@ -122,7 +122,10 @@ func told(res *sdk.CallToolResult, sb *box) *sdk.CallToolResult {
 		return res
 	}
 	line := fmt.Sprintf("[sandbox %s]", sb.handle)
-	if sb.minted {
+	switch {
+	case sb.minted && sb.session:
+		line = fmt.Sprintf(`[sandbox %s] this session's sandbox: after terp mcp restarts, pass "sandbox": %q to find its files again`, sb.handle, sb.handle)
+	case sb.minted:
 		line = fmt.Sprintf(`[sandbox %s] a new sandbox: pass "sandbox": %q in every later call to keep its variables and files`, sb.handle, sb.handle)
 	}
 	if tc, ok := res.Content[0].(*sdk.TextContent); ok {

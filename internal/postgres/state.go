@@ -265,3 +265,21 @@ func (s State) Usage(ctx context.Context, owner, day string) (int64, error) {
 	}
 	return n, err
 }
+
+// AddGone forgets the owner's old answers and remembers the new ones in
+// one statement.
+func (s State) AddGone(ctx context.Context, owner string, digests []string, at, forget time.Time) error {
+	_, err := s.db.pool.Exec(ctx, `WITH forget AS (DELETE FROM gone_answers WHERE owner = $1 AND removed_at < $4)
+		INSERT INTO gone_answers (owner, digest, removed_at) SELECT $1, d, $3 FROM unnest($2::text[]) AS d
+		ON CONFLICT (owner, digest) DO UPDATE SET removed_at = excluded.removed_at`, owner, digests, at, forget)
+	if err != nil {
+		return fmt.Errorf("remember a removed container's answers in %s: %w", s.db.where, err)
+	}
+	return nil
+}
+
+func (s State) Gone(ctx context.Context, owner, digest string) (bool, error) {
+	var gone bool
+	err := s.db.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM gone_answers WHERE owner = $1 AND digest = $2)", owner, digest).Scan(&gone)
+	return gone, err
+}

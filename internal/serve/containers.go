@@ -14,6 +14,7 @@ import (
 
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/kernel"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve/state"
 	"github.com/terpdev/terp/internal/store"
@@ -215,10 +216,20 @@ type ContainerSpec struct {
 	// ValueApart keeps a cell's trailing value out of its output, for a
 	// protocol that shows it apart (Jupyter's execute_result).
 	ValueApart bool
+	// Fresh runs every exec as a new Python program (terp's script mode),
+	// for a protocol whose clients are told that nothing but files
+	// carries over (LibreChat's code API), whatever the server's exec
+	// mode.
+	Fresh bool
 	// KeepConversation keeps the conversation stored, its sandbox paused,
 	// when the container is removed or expires, for a front-end whose
 	// users go on with their conversations in terp sessions (terp mcp).
 	KeepConversation bool
+	// Ref is what the protocol's clients name the container by, where
+	// that is not its id, kept in its record so that a restarted server
+	// finds the container again by it (terp mcp: a digest of a handle or
+	// an x-session-id, never the secret itself).
+	Ref string
 }
 
 // CreateContainer makes a container for owner, as spec says, held to
@@ -228,7 +239,8 @@ func (s *Server) CreateContainer(ctx context.Context, owner string, spec Contain
 	now := time.Now()
 	rec := state.Container{ID: cmp.Or(spec.ID, NewID("cntr_")), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now,
 		Minutes: spec.Minutes, Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica,
-		KeepConversation: spec.KeepConversation, Origin: spec.Origin, ValueApart: spec.ValueApart}
+		KeepConversation: spec.KeepConversation, Origin: spec.Origin, ValueApart: spec.ValueApart, Fresh: spec.Fresh,
+		Ref: spec.Ref}
 	if rec.Minutes == 0 {
 		rec.Minutes = defaultExpiry
 	}
@@ -269,13 +281,16 @@ func conversationOptions(rec state.Container) conversation.Options {
 }
 
 // containerConfig is the settings a container's conversation runs with: the
-// server's, with the container's memory limit and network policy. A
+// server's, with the container's memory limit, exec mode and network policy. A
 // container has no network unless its creator asked, whatever the server's
 // own default.
 func (s *Server) containerConfig(rec state.Container) *config.Config {
 	cfg := *s.cfg.Settings
 	if n, ok := MemoryLimits[rec.Memory]; ok && n != MemoryLimits[memoryName(cfg.MemoryLimit)] {
 		cfg.MemoryLimit = n
+	}
+	if rec.Fresh {
+		cfg.ExecMode = string(kernel.ModeScript)
 	}
 	cfg.Network, cfg.NetworkAllow = string(sandbox.NetworkNone), nil
 	switch rec.Network.Type {
@@ -499,11 +514,24 @@ func (s *Server) remove(ctx context.Context, rec state.Container, c *Container) 
 	if errors.Is(err, state.ErrNotFound) {
 		return nil // removed by another replica meanwhile
 	}
+	if err == nil && len(rec.Replies) > 0 {
+		// A chat client may go on from one of its answers for as long as
+		// it shows their links: it is told the container is gone.
+		now := time.Now()
+		if err := s.state.AddGone(ctx, rec.Owner, rec.Replies, now, now.Add(-s.linkLifetime())); err != nil {
+			s.cfg.Log.WarnContext(ctx, "remembering a removed container's answers", "container", rec.ID, "error", err)
+		}
+	}
 	return err
 }
 
+// linkPruneEvery is how often the expire loop looks for links past their
+// lifetime: every stored file is listed to find them.
+const linkPruneEvery = 10 * time.Minute
+
 func (s *Server) expireLoop() {
 	defer s.done.Done()
+	var pruned time.Time
 	t := time.NewTicker(s.cfg.ExpiryTick)
 	defer t.Stop()
 	for {
@@ -512,6 +540,10 @@ func (s *Server) expireLoop() {
 			return
 		case now := <-t.C:
 			s.expire(now)
+			if now.Sub(pruned) >= linkPruneEvery {
+				s.pruneLinks(now)
+				pruned = now
+			}
 		}
 	}
 }

@@ -2,6 +2,9 @@ package serve
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +12,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/terpdev/terp/internal/serve/state"
 )
@@ -48,6 +54,72 @@ func (s *Server) elsewhere(ctx context.Context, rec state.Container) bool {
 
 type forwardedKey struct{}
 
+// CountedHeader carries, on a request one replica forwards to another,
+// the forwarding replica's word that it counted the request under its
+// key's limits (admit), so that the replica it reaches does not count it
+// again. It is "UNIX.MAC": when it was made, and an HMAC of that and the
+// key's name under the replicas' shared secret (State.Secret), which a
+// client cannot make; it is good for markLifetime, so that one seen by
+// someone else does not serve them for long. A request without it, or with
+// one that does not verify, is counted as any other.
+const CountedHeader = "X-Terp-Counted"
+
+// markLifetime is how long a CountedHeader is good for: a forward takes
+// far less, and replicas' clocks may disagree by a little.
+const markLifetime = time.Minute
+
+// countedMark is the CountedHeader of a request of owner's under secret,
+// made at now.
+func countedMark(secret []byte, owner string, now time.Time) string {
+	return fmt.Sprintf("%d.%s", now.Unix(), markMAC(secret, owner, now.Unix()))
+}
+
+func markMAC(secret []byte, owner string, unix int64) string {
+	m := hmac.New(sha256.New, secret)
+	fmt.Fprintf(m, "terp counted\x00%s\x00%d", owner, unix)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// validMark reports whether mark is a CountedHeader made under secret for
+// owner, and good at now.
+func validMark(secret []byte, owner, mark string, now time.Time) bool {
+	at, mac, ok := strings.Cut(mark, ".")
+	unix, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || now.Sub(time.Unix(unix, 0)).Abs() > markLifetime {
+		return false
+	}
+	return hmac.Equal([]byte(mac), []byte(markMAC(secret, owner, unix)))
+}
+
+// counted reports whether r, a request of owner's, was forwarded by a
+// replica that counted it already.
+func (s *Server) counted(r *http.Request, owner string) bool {
+	mark := r.Header.Get(CountedHeader)
+	if mark == "" || r.Header.Get(ForwardedHeader) == "" {
+		return false
+	}
+	secret, err := s.replicaSecret(r.Context())
+	if err != nil {
+		s.cfg.Log.Warn("checking a forwarded request", "error", err)
+		return false
+	}
+	return validMark(secret, owner, mark, time.Now())
+}
+
+// replicaSecret is the state's Secret, read once.
+func (s *Server) replicaSecret(ctx context.Context) ([]byte, error) {
+	s.secretMu.Lock()
+	defer s.secretMu.Unlock()
+	if s.secret == nil {
+		secret, err := s.state.Secret(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.secret = secret
+	}
+	return s.secret, nil
+}
+
 // Forwarded forwards r to the replica err names, if err is an
 // elsewhereError, and reports whether it did (and so answered).
 func (s *Server) Forwarded(w http.ResponseWriter, r *http.Request, err error) bool {
@@ -70,10 +142,25 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec state.Conta
 		s.Refuse(w, r, fmt.Errorf("container %s is open in a replica whose address %q is not a URL", rec.ID, rec.Replica))
 		return
 	}
+	// This replica admitted the request, and counted it: the replica it
+	// goes to must not count it again.
+	var mark string
+	if secret, err := s.replicaSecret(r.Context()); err != nil {
+		s.cfg.Log.Warn("forwarding to replica: the request will count twice", "container", rec.ID, "error", err)
+	} else {
+		mark = countedMark(secret, Owner(r), time.Now())
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			// The client's Host, which the links in the answer start
+			// with (BaseURL), not the replica's own address.
+			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Set(ForwardedHeader, s.replicaName())
+			pr.Out.Header.Del(CountedHeader)
+			if mark != "" {
+				pr.Out.Header.Set(CountedHeader, mark)
+			}
 		},
 		Transport:     s.cfg.Upstream.Transport,
 		FlushInterval: -1, // streams pass as they come

@@ -149,3 +149,34 @@ func TestForwardUpgradesTheConnection(t *testing.T) {
 		t.Error("the container moved: it should stay open in a, where its kernel is")
 	}
 }
+
+// A replica's mark that it counted a request it forwards holds for the
+// key it was made for, under the replicas' secret, for a minute: not for
+// another key, another secret, later, or once altered.
+func TestCountedMark(t *testing.T) {
+	secret, other := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	mark := countedMark(secret, "alice", now)
+	for _, tt := range []struct {
+		what   string
+		secret []byte
+		owner  string
+		mark   string
+		at     time.Time
+		want   bool
+	}{
+		{"as made", secret, "alice", mark, now, true},
+		{"a forward's time later", secret, "alice", mark, now.Add(2 * time.Second), true},
+		{"from a replica whose clock is a little ahead", secret, "alice", mark, now.Add(-30 * time.Second), true},
+		{"for another key", secret, "bob", mark, now, false},
+		{"under another secret", other, "alice", mark, now, false},
+		{"two minutes later", secret, "alice", mark, now.Add(2 * time.Minute), false},
+		{"with its time moved on", secret, "alice", fmt.Sprint(now.Add(time.Hour).Unix()) + mark[strings.Index(mark, "."):], now.Add(time.Hour), false},
+		{"without its time", secret, "alice", mark[strings.Index(mark, ".")+1:], now, false},
+		{"made up", secret, "alice", "forged", now, false},
+	} {
+		if got := validMark(tt.secret, tt.owner, tt.mark, tt.at); got != tt.want {
+			t.Errorf("a mark %s: valid %v, want %v", tt.what, got, tt.want)
+		}
+	}
+}

@@ -153,6 +153,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			status, code = "unavailable", http.StatusServiceUnavailable
 		}
 	}
+	if s.draining.Load() {
+		status, code = "stopping", http.StatusServiceUnavailable
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	WriteJSON(w, code, map[string]any{"status": status, "checks": reports})
 }

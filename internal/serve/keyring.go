@@ -3,7 +3,9 @@ package serve
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -21,22 +23,35 @@ type Keyring struct {
 	// open, when set, is the one principal of a server without keys:
 	// every request is theirs, whatever it sends.
 	open *Principal
+	// linkKeys sign each principal's links (see links.go), by name.
+	linkKeys map[string][]byte
 }
 
 // NewKeyring returns the ring of keys. With no keys and noAuth, every
 // request is the principal "local", held to local.
 func NewKeyring(keys map[string]Principal, noAuth bool, local Limits) *Keyring {
-	k := &Keyring{keys: make(map[[sha256.Size]byte]Principal, len(keys)), byName: map[string]Principal{}}
+	k := &Keyring{keys: make(map[[sha256.Size]byte]Principal, len(keys)), byName: map[string]Principal{}, linkKeys: map[string][]byte{}}
 	if noAuth && len(keys) == 0 {
 		k.open = &Principal{Name: "local", Limits: local}
 		k.byName["local"] = *k.open
+		k.linkKeys["local"] = linkKey("")
 	}
 	for key, p := range keys {
 		k.keys[sha256.Sum256([]byte(key))] = p
 		k.byName[p.Name] = p
+		k.linkKeys[p.Name] = linkKey(key)
 	}
 	return k
 }
+
+// linkKey is the key the principal named name signs links with.
+func (k *Keyring) linkKey(name string) ([]byte, bool) {
+	key, ok := k.linkKeys[name]
+	return key, ok
+}
+
+// names are the principals' names.
+func (k *Keyring) names() []string { return slices.Collect(maps.Keys(k.byName)) }
 
 // Lookup is the principal whose key credential is. Every key is compared,
 // in constant time, so the time taken says nothing about which one
@@ -59,6 +74,17 @@ func (k *Keyring) Lookup(credential string) (Principal, bool) {
 	return found, ok
 }
 
+// Named is the principal named name, for a protocol that identifies its
+// clients itself (Protocol.Identify); a server without keys has only its
+// one principal, whatever the name.
+func (k *Keyring) Named(name string) (Principal, bool) {
+	if k.open != nil {
+		return *k.open, true
+	}
+	p, ok := k.byName[name]
+	return p, ok
+}
+
 // limits are the limits of the principal named name, for work that goes
 // on after its request (a turn's tokens); zero for a name the ring does
 // not hold.
@@ -78,6 +104,28 @@ func Bearer(r *http.Request) string {
 		return ""
 	}
 	return key
+}
+
+// principal is who r comes from, for its route's protocol p: the one p
+// identifies, else the one whose key p's Credential finds; an error says
+// why the request is refused.
+func (s *Server) principal(p *Protocol, r *http.Request) (Principal, error) {
+	if p.Identify != nil {
+		name, err := p.Identify(r)
+		if err != nil {
+			return Principal{}, err
+		}
+		if name != "" {
+			if found, ok := s.keys.Named(name); ok {
+				return found, nil
+			}
+			return Principal{}, &UnauthorizedError{Where: p.KeyIn, Named: name}
+		}
+	}
+	if found, ok := s.keys.Lookup(p.Credential(r)); ok {
+		return found, nil
+	}
+	return Principal{}, &UnauthorizedError{Where: p.KeyIn}
 }
 
 // Lookup is the principal whose key credential is, for a protocol that

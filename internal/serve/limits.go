@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"sync"
@@ -19,11 +18,15 @@ import (
 // machine or the model server from the others. Zero means no limit.
 type Limits struct {
 	// Containers bounds the key's containers, open or paused, until they
-	// are deleted or expire: each holds a sandbox, or may again.
+	// are deleted or expire: each holds a sandbox, or may again. The state
+	// counts them, those being made too (State.HoldPlace), so the bound
+	// holds across replicas.
 	Containers int
 	// RPM bounds the key's requests per minute, to any endpoint. It is a
 	// token bucket: a key may send RPM requests at once, then one each
-	// 60/RPM seconds. Each replica keeps its own buckets.
+	// 60/RPM seconds. The state counts it (State.TakeRequest), so replicas
+	// on one PostgreSQL share each key's bucket; a request one replica
+	// forwards to another counts once, where it came in.
 	RPM int
 	// TokensPerDay bounds the prompt and completion tokens the key's
 	// code-interpreter turns (and the chat completions passed through that
@@ -45,13 +48,22 @@ type Principal struct {
 // Caps bound the whole server, whatever the key.
 type Caps struct {
 	// Containers bounds the containers of all keys together, open or
-	// paused; 0: no bound.
+	// paused; 0: no bound. Counted in the state, as a key's are, it bounds
+	// what all the replicas sharing it hold together.
 	Containers int
 	// Runs bounds the turns running at once in this process (responses,
 	// and chat completions that run the code interpreter); 0: no bound. A
 	// turn over it is refused at once, not queued: a queue would hold the
 	// client's connection for as long as the others run, and the SDKs
 	// retry a 429 after its Retry-After by themselves.
+	//
+	// It stays a bound of each replica, not of them all: it is the
+	// capacity of a machine (each turn holds a goroutine, a kernel's
+	// pipes and, with local sandboxes, the machine's CPU), which is what
+	// more replicas are added for. A key's share of all the replicas is
+	// bounded by its own limits. A shared count would also need a lease
+	// that a replica killed mid-turn leaves behind, refusing turns that
+	// nothing runs until it expires.
 	Runs int
 	// Upload bounds one uploaded file; 0: DefaultMaxUpload.
 	Upload int64
@@ -83,25 +95,20 @@ func untilMidnight(t time.Time) time.Duration {
 	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC).Sub(t)
 }
 
-// limiter holds what the limits need besides the state: each key's
-// bucket, the containers being made and the turns running, all of this
-// process (a replica counts its own).
+// limiter holds what the limits need besides the state, which counts
+// each key's requests and containers: the turns running in this process,
+// which Caps.Runs bounds per replica.
 type limiter struct {
 	caps Caps
 	// keys hold each principal's limits.
 	keys *Keyring
 
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	// making holds the containers being made, by ID, with their owners,
-	// so that two made at once cannot both take the last place; by ID, so
-	// that one also saved in the state meanwhile counts once.
-	making map[string]string
-	runs   int
+	mu   sync.Mutex
+	runs int
 }
 
 func newLimiter(caps Caps, keys *Keyring) *limiter {
-	l := &limiter{caps: caps, keys: keys, buckets: map[string]*bucket{}, making: map[string]string{}}
+	l := &limiter{caps: caps, keys: keys}
 	if l.caps.Upload <= 0 {
 		l.caps.Upload = DefaultMaxUpload
 	}
@@ -111,47 +118,21 @@ func newLimiter(caps Caps, keys *Keyring) *limiter {
 	return l
 }
 
-// bucket is a token bucket of one key's requests per minute.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-// take spends one request of a bucket that holds at most rpm, refilled at
-// rpm a minute, at now; refused, it says how long until one is back.
-func (b *bucket) take(now time.Time, rpm int) (time.Duration, bool) {
-	rate := float64(rpm) / 60 // a second
-	if b.at.IsZero() {
-		b.tokens = float64(rpm)
-	} else if now.After(b.at) {
-		b.tokens = math.Min(float64(rpm), b.tokens+now.Sub(b.at).Seconds()*rate)
-	}
-	b.at = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0, true
-	}
-	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
-}
-
 // limits are the limits of owner.
 func (l *limiter) limits(owner string) Limits { return l.keys.limits(owner) }
 
 // takeRequest spends one of owner's requests of the minute, or refuses
-// it: the key is over its Limits.RPM.
-func (l *limiter) takeRequest(owner string) *Refusal {
-	rpm := l.limits(owner).RPM
+// it with a *Refusal: the key is over its Limits.RPM. Any other error is
+// the state's, which could not count it.
+func (s *Server) takeRequest(ctx context.Context, owner string) error {
+	rpm := s.lim.limits(owner).RPM
 	if rpm <= 0 {
 		return nil
 	}
-	l.mu.Lock()
-	b := l.buckets[owner]
-	if b == nil {
-		b = &bucket{}
-		l.buckets[owner] = b
+	wait, ok, err := s.state.TakeRequest(ctx, owner, rpm, time.Now())
+	if err != nil {
+		return fmt.Errorf("cannot count the requests of key %s: %w", owner, err)
 	}
-	wait, ok := b.take(time.Now(), rpm)
-	l.mu.Unlock()
 	if ok {
 		return nil
 	}
@@ -160,15 +141,19 @@ func (l *limiter) takeRequest(owner string) *Refusal {
 }
 
 // admit lets a request of owner's through to its handler, or answers it:
-// a key over its requests per minute, a body declared over its bound. What
-// it lets through is a copy of r with its body bounded: an upload's by
-// Caps.Upload, any other's by Caps.Request. (net/http's own request keeps
-// its own body, which it looks at after the answer.)
+// a key over its requests per minute, a body declared over its bound. A
+// request another replica forwarded, and counted (see counted), is not
+// counted again. What it lets through is a copy of r with its body
+// bounded: an upload's by Caps.Upload, any other's by Caps.Request.
+// (net/http's own request keeps its own body, which it looks at after the
+// answer.)
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, owner string, rt *route) (*http.Request, bool) {
 	l := s.lim
-	if refusal := l.takeRequest(owner); refusal != nil {
-		rt.proto.Refuse(w, refusal)
-		return nil, false
+	if !s.counted(r, owner) {
+		if err := s.takeRequest(r.Context(), owner); err != nil {
+			rt.proto.Refuse(w, err)
+			return nil, false
+		}
 	}
 	limit, refusal := l.caps.Request, TooLarge("the request body", l.caps.Request, "--max-request-size")
 	if rt.upload(r) {
@@ -236,97 +221,42 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // says which limit has none left; done gives the place back once the
 // container is saved in the state, or was not made. Containers count
 // whether open or paused, until they are deleted or expire; those being
-// made count too, in this process.
-//
-// No lock is held while the state counts (a query, with --store postgres):
-// l.mu also guards every key's requests and the turns running, and one slow
-// count must not hold them all up. So the reservation is optimistic: under
-// the lock, in one step, it puts itself among those being made and reads
-// which are; then, unlocked, it reads the state, and gives its place back
-// if the two together are over a limit. Two made at once cannot both take
-// the last place: each counts itself before it reads, and whichever reads
-// later sees the other, as being made or, once saved, in the state (done
-// saves before it stops counting). One seen both ways, saved while the
-// state was read, counts once, by its ID. A container that failed may
-// still count for a moment, refusing a place that was free; none is ever
-// left uncounted, so none is given twice.
+// made count too. The state holds the place (State.HoldPlace), so that two
+// made at once, in one replica or two, cannot both take the last place.
 func (s *Server) reserveContainer(ctx context.Context, owner, id string) (done func(commit func()), err error) {
-	l := s.lim
-	var mine, all []string // being made, this one among them
-	l.mu.Lock()
-	l.making[id] = owner
-	for other, o := range l.making {
-		if o == owner {
-			mine = append(mine, other)
-		}
-		all = append(all, other)
+	most := state.Most{Owner: s.lim.limits(owner).Containers, All: s.lim.caps.Containers}
+	if most.Owner <= 0 && most.All <= 0 {
+		return func(commit func()) {
+			if commit != nil {
+				commit()
+			}
+		}, nil
 	}
-	l.mu.Unlock()
-	release := func() {
-		l.mu.Lock()
-		delete(l.making, id)
-		l.mu.Unlock()
-	}
-	savedMine, savedAll, err := s.liveContainers(ctx, owner)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	if most := l.limits(owner).Containers; most > 0 {
-		if n := heldBesides(id, savedMine, mine); n >= most {
-			release()
-			return nil, rateLimited(RefusedContainers, busyRetry,
-				"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", n)
-		}
-	}
-	if most := l.caps.Containers; most > 0 {
-		if n := heldBesides(id, savedAll, all); n >= most {
-			release()
-			return nil, rateLimited(RefusedContainers, busyRetry,
-				"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", n)
-		}
+	err = s.state.HoldPlace(ctx, owner, id, most, time.Now())
+	var full *state.FullError
+	switch {
+	case errors.As(err, &full) && full.All:
+		return nil, rateLimited(RefusedContainers, busyRetry,
+			"terp serve holds %d live containers, the most it may (terp serve --max-containers); try again when some have expired or been deleted", full.Held)
+	case errors.As(err, &full):
+		return nil, rateLimited(RefusedContainers, busyRetry,
+			"this key has %d live containers, the most it may have; delete some (DELETE /v1/containers/ID) or let them expire", full.Held)
+	case err != nil:
+		return nil, fmt.Errorf("cannot count the containers of key %s: %w", owner, err)
 	}
 	var once sync.Once
 	return func(commit func()) {
 		once.Do(func() {
-			// The record is saved before the place is given back, and
-			// outside the lock, so that a count in between sees it.
+			// The record is saved before the place is given back, so
+			// that a count in between sees one of them.
 			if commit != nil {
 				commit()
 			}
-			release()
+			if err := s.state.ReleasePlace(context.WithoutCancel(ctx), id); err != nil {
+				s.cfg.Log.Warn("releasing a container's place", "container", id, "error", err)
+			}
 		})
 	}, nil
-}
-
-// heldBesides is how many containers other than id are saved or being
-// made, each counted once.
-func heldBesides(id string, saved []state.Container, making []string) int {
-	held := make(map[string]bool, len(saved)+len(making))
-	for _, c := range saved {
-		held[c.ID] = true
-	}
-	for _, m := range making {
-		held[m] = true
-	}
-	delete(held, id)
-	return len(held)
-}
-
-// liveContainers lists owner's containers, and everyone's, in the state,
-// each only when a limit asks (everyone's reads every record).
-func (s *Server) liveContainers(ctx context.Context, owner string) (mine, all []state.Container, err error) {
-	if s.lim.limits(owner).Containers > 0 {
-		if mine, err = s.state.Containers(ctx, owner); err != nil {
-			return nil, nil, err
-		}
-	}
-	if s.lim.caps.Containers > 0 {
-		if all, err = s.state.Containers(ctx, ""); err != nil {
-			return nil, nil, err
-		}
-	}
-	return mine, all, nil
 }
 
 // run is one turn that holds a place under Caps.Runs.

@@ -102,7 +102,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			body = &bodyCopy{ReadCloser: r.Body}
 			req.Body = body
 		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, ctx: ctx, log: s.cfg.Log}
 		next.ServeHTTP(sw, req)
 		d := time.Since(start)
 		s.metrics.request(route, sw.status, d)

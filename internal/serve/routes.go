@@ -33,6 +33,13 @@ type Protocol struct {
 	Routes []Route
 	// Credential finds a request's key; nil means Bearer.
 	Credential Credential
+	// Identify, when set, is asked first: a protocol whose clients may
+	// prove who they are otherwise than with a key (LibreChat's signed
+	// tokens) names the principal itself. "" and no error means the
+	// request carries no such proof, and its key is looked for instead;
+	// an error refuses the request (Refuse gets it), and so does a name
+	// the key ring does not hold.
+	Identify func(r *http.Request) (name string, err error)
 	// KeyIn says where the protocol's clients send their key, for the
 	// message of a request without one; "" means Bearer's header.
 	KeyIn string
@@ -49,9 +56,16 @@ type UnauthorizedError struct {
 	// Where says where the protocol's clients send their key, for the
 	// message.
 	Where string
+	// Named is the principal a protocol identified the request as
+	// (Protocol.Identify) that the key ring does not hold; "" for a
+	// request without a key, or with a wrong one.
+	Named string
 }
 
 func (e *UnauthorizedError) Error() string {
+	if e.Named != "" {
+		return fmt.Sprintf("The request names %q, which is no key's name in this server's --keys-file: add a key of that name, or map the name to one.", e.Named)
+	}
 	return fmt.Sprintf("Incorrect API key provided: send one of the server's keys as %s (terp serve --keys-file or TERP_SERVE_KEY).", e.Where)
 }
 
@@ -122,5 +136,9 @@ func StatusOf(err error) int {
 
 // refusePlainly is the refusal of a protocol that gives none of its own.
 func refusePlainly(w http.ResponseWriter, err error) {
-	WriteJSON(w, StatusOf(err), map[string]string{"error": err.Error()})
+	status, msg := StatusOf(err), err.Error()
+	if status == http.StatusInternalServerError {
+		msg = Internal(w, err)
+	}
+	WriteJSON(w, status, map[string]string{"error": msg})
 }

@@ -151,3 +151,54 @@ func TestKeyringLookup(t *testing.T) {
 		t.Error("a server with keys took a request without one")
 	}
 }
+
+// A protocol that identifies its clients itself (Protocol.Identify) names
+// the principal; the host still holds the request to that principal's
+// limits, and refuses a name the ring does not hold, or the protocol's own
+// refusal, in the protocol's words. A request with no such proof falls
+// back on the key.
+func TestProtocolIdentifiesItsClients(t *testing.T) {
+	ts := newTestHost(t, llmtest.New(t))
+	ts.srv.Register(Protocol{
+		Name:       "signed",
+		Credential: func(r *http.Request) string { return r.Header.Get("X-API-Key") },
+		KeyIn:      "X-API-Key",
+		Identify: func(r *http.Request) (string, error) {
+			switch proof := r.Header.Get("X-Proof"); proof {
+			case "":
+				return "", nil
+			case "forged":
+				return "", fmt.Errorf("the proof is forged")
+			default:
+				return proof, nil
+			}
+		},
+		Refuse: func(w http.ResponseWriter, err error) {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, "signed refuses: %v", err)
+		},
+		Routes: []Route{{Pattern: "GET /signed/whoami", Handler: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, Owner(r)) }}},
+	})
+	for _, tc := range []struct {
+		header      http.Header
+		status      int
+		body, where string
+	}{
+		{http.Header{"X-Proof": {"bob"}}, 200, "bob", "a proof naming bob"},
+		{http.Header{"X-Api-Key": {aliceKey}}, 200, "alice", "no proof, alice's key"},
+		{http.Header{"X-Proof": {"mallory"}}, 401, `names "mallory", which is no key's name`, "a proof naming no key"},
+		{http.Header{"X-Proof": {"forged"}, "X-Api-Key": {aliceKey}}, 401, "signed refuses: the proof is forged", "a forged proof beside a key"},
+	} {
+		req, _ := http.NewRequestWithContext(ctx(t), "GET", ts.URL+"/signed/whoami", nil)
+		req.Header = tc.header
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.body) {
+			t.Errorf("%s: %d %q; want %d with %q", tc.where, resp.StatusCode, b, tc.status, tc.body)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package serve is the host under `terp serve`: the HTTP server that wire
-// protocols plug into (OpenAI's API in package openaiapi; Jupyter's kernel
-// API and LibreChat's code API to come) with what they all share: the key
+// protocols plug into (OpenAI's API in package openaiapi, Jupyter's kernel
+// API in package jupyter, LibreChat's code API in package librechat) with
+// what they all share: the key
 // ring, limits and their refusals, containers with leases and expiry,
 // forwarding to the replica a container is open in, one turn runner for
 // model turns and one exec path for code a client wrote, probes, metrics
@@ -31,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/serve/state"
@@ -76,6 +78,13 @@ type Config struct {
 	// state: the sandbox backend's (SandboxCheck), which the front-end
 	// that made the backend adds.
 	Ready []ReadyCheck
+	// PublicURL is the address clients reach the server at (https://HOST
+	// behind a proxy), which links start with; "" is the address each
+	// request came to. See BaseURL.
+	PublicURL string
+	// LinkLifetime is how long the links to files the code saved work (0:
+	// DefaultLinkLifetime); see links.go.
+	LinkLifetime time.Duration
 	// LogDebug logs, at debug level, what clients send and what runs:
 	// their keys, prompts, code and outputs. Without it none of these is
 	// ever logged.
@@ -94,6 +103,10 @@ type Server struct {
 	lim     *limiter
 	keys    *Keyring
 
+	// secret is the replicas' shared secret (State.Secret), once read.
+	secretMu sync.Mutex
+	secret   []byte
+
 	// mu guards containers, the containers live in this process (the
 	// others are records in the state, opened on first use); opening
 	// serialises opening them.
@@ -110,6 +123,12 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	aborted    atomic.Bool
+	// draining is set by Drain: the server still serves, but /readyz
+	// says it is stopping.
+	draining atomic.Bool
+
+	modelOnce sync.Once
+	model     agent.Completer
 }
 
 // New returns a server for cfg. Close stops its background work and pauses
@@ -139,6 +158,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux, s.routeOf = http.NewServeMux(), map[string]*route{}
 	s.Register(s.health())
+	s.Register(s.links())
 	s.done.Add(1)
 	go s.expireLoop()
 	return s, nil
@@ -154,9 +174,9 @@ func (s *Server) Handler() http.Handler {
 			s.mux.ServeHTTP(w, r)
 			return
 		}
-		p, ok := s.keys.Lookup(rt.proto.Credential(r))
-		if !ok {
-			rt.proto.Refuse(w, &UnauthorizedError{Where: rt.proto.KeyIn})
+		p, err := s.principal(rt.proto, r)
+		if err != nil {
+			rt.proto.Refuse(w, err)
 			return
 		}
 		noteOwner(r, p.Name)
@@ -174,6 +194,11 @@ func (s *Server) Handler() http.Handler {
 // BaseContext is the context an http.Server should run the requests in,
 // for Abort to end them.
 func (s *Server) BaseContext(net.Listener) context.Context { return s.base }
+
+// Drain tells load balancers that the server is stopping: /readyz answers
+// 503 from now on, while every request, new ones too, is still served, so
+// that a balancer stops sending before the listener closes.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // Abort stops the requests still running when a stopping server's grace
 // period is over: their turns are cancelled, and each answers 503 (or a
@@ -247,6 +272,30 @@ func Owner(r *http.Request) string {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// ctx and log are the request's, for Internal.
+	ctx context.Context
+	log *slog.Logger
+}
+
+// Internal logs err, a failure of terp's own that ends the request w
+// answers (a sandbox's, the disk's, the database's), under an error id,
+// and returns what the client is told instead: the id, never the error,
+// which may name host paths or internals. The log line carries the id and
+// the request id.
+func Internal(w http.ResponseWriter, err error) string {
+	id := NewID("err_")[:20]
+	for w != nil {
+		if sw, ok := w.(*statusWriter); ok {
+			sw.log.WarnContext(sw.ctx, "internal error", "error_id", id, "error", err)
+			break
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	return fmt.Sprintf("terp serve failed to answer: internal error %s. The server's log has its cause under that id.", id)
 }
 
 func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
@@ -313,6 +362,14 @@ func NewID(prefix string) string {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return prefix + hex.EncodeToString(b)
+}
+
+// Model is the model client of the server's settings, for a protocol
+// that asks the model itself, without a container (the Responses API's
+// requests without the code interpreter). It is made once.
+func (s *Server) Model() agent.Completer {
+	s.modelOnce.Do(func() { s.model = s.cfg.Conversations.Model(s.cfg.Settings) })
+	return s.model
 }
 
 // State is where the server keeps its files, containers, responses and

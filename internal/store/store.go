@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/terpdev/terp/internal/fsext"
@@ -159,11 +160,13 @@ func Open(dataDir string) (*Dir, error) {
 // Where is the store's directory.
 func (s *Dir) Where() string { return s.dir }
 
-var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{12}$`)
+})
 
 // ValidID reports whether id has the form of a conversation id (NewID):
 // anything else, a path above all, names no conversation in any Store.
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+func ValidID(id string) bool { return idPattern().MatchString(id) }
 
 // NewID returns a fresh conversation id: 12 hex digits, short enough to
 // type, with a prefix usually unique after three or four.

@@ -33,6 +33,12 @@ type Request struct {
 			Parameters  json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
+	// The sampling settings, as sent.
+	Temperature *float64 `json:"temperature"`
+	TopP        *float64 `json:"top_p"`
+	MaxTokens   int      `json:"max_tokens"`
+	Stop        []string `json:"stop"`
+	Seed        *int     `json:"seed"`
 	// body is the request as it came, for Check.
 	body []byte
 }
@@ -58,6 +64,56 @@ type Message struct {
 			Arguments string `json:"arguments"`
 		} `json:"function"`
 	} `json:"tool_calls"`
+	// Images are the image_url parts of content sent as parts, whose
+	// text parts Content joins.
+	Images []string `json:"-"`
+}
+
+// UnmarshalJSON reads content as a string or as parts (text and
+// image_url), as servers take it.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	type plain Message
+	var raw struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*m = Message(raw.plain)
+	if len(raw.Content) == 0 || raw.Content[0] != '[' {
+		return json.Unmarshal(orNull(raw.Content), &m.Content)
+	}
+	var parts []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+	}
+	if err := json.Unmarshal(raw.Content, &parts); err != nil {
+		return err
+	}
+	var text []string
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			text = append(text, p.Text)
+		case "image_url":
+			m.Images = append(m.Images, p.ImageURL.URL)
+		default:
+			return fmt.Errorf("content part of type %q", p.Type)
+		}
+	}
+	m.Content = strings.Join(text, "\n")
+	return nil
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
 }
 
 // LastTool returns the content of the last tool message, or "".

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/terpdev/terp/internal/terptest"
 )
@@ -70,9 +71,7 @@ func URL(t testing.TB) string {
 		t.Fatalf("create the test database: %v", err)
 	}
 	t.Cleanup(func() {
-		// FORCE ends the sessions a test left open, such as those of a
-		// subprocess it killed.
-		if err := adminExec(admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		if err := dropDatabase(admin, name); err != nil {
 			t.Errorf("drop the test database %s: %v", name, err)
 		}
 	})
@@ -108,6 +107,23 @@ func Admin(t testing.TB) string {
 		terptest.SkipLoudly(t, &server.told, server.skip)
 	}
 	return server.admin
+}
+
+// dropDatabase drops a test's database. FORCE ends the sessions a test
+// left open, such as those of a subprocess it killed; but a role without
+// pg_signal_backend (CI's is one) may not end an autovacuum worker that
+// happens to be in the database then, and is refused (42501): the worker
+// is done within seconds, so the drop is tried again meanwhile.
+func dropDatabase(admin, name string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := adminExec(admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != "42501" || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func adminExec(admin, sql string) error {

@@ -108,7 +108,11 @@ func refuse(w http.ResponseWriter, err error) {
 	if r := serve.AsRefusal(err); r != nil && r.RetryAfter > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(int(r.RetryAfter.Seconds()+0.999)))
 	}
-	serve.WriteJSON(w, statusOf(err), map[string]any{"message": err.Error(), "reason": nil})
+	status, msg := statusOf(err), err.Error()
+	if status == http.StatusInternalServerError {
+		msg = serve.Internal(w, err)
+	}
+	serve.WriteJSON(w, status, map[string]any{"message": msg, "reason": nil})
 }
 
 // statusOf is the HTTP status of err: the client's mistakes are 400s, the

@@ -42,7 +42,7 @@ func newTestServer(t testing.TB, change ...func(*serve.Config)) *testServer {
 // sandboxes in dir, where a server started before it kept its own.
 func newTestServerIn(t testing.TB, dir string, change ...func(*serve.Config)) *testServer {
 	t.Helper()
-	sc, _ := servetest.Config(t, dir, "")
+	sc, _ := servetest.Config(t, dir, servetest.Options{})
 	sc.Settings.Timeout = time.Minute
 	for _, ch := range change {
 		ch(&sc)
@@ -253,7 +253,10 @@ func streamed(rs []reply) map[string]string {
 func TestKernelSpeaksJupyter(t *testing.T) {
 	for _, format := range []string{"legacy", "v1"} {
 		t.Run(format, func(t *testing.T) {
-			ts := newTestServer(t)
+			// The cell interrupted below takes 3 s to clean up: longer than
+			// the default grace, which the server's setting must replace; and
+			// a grace a loaded machine cannot miss.
+			ts := newTestServer(t, func(c *serve.Config) { c.Settings.InterruptGrace = 30 * time.Second })
 			k := ts.startKernel(t, aliceKey)
 			var protocols []string
 			if format == "v1" {
@@ -306,8 +309,9 @@ func TestKernelSpeaksJupyter(t *testing.T) {
 
 			// What a cell prints reaches the client while it runs; an
 			// interrupt on the control channel then stops it, and the state
-			// is kept.
-			id := c.request("shell", "execute_request", map[string]any{"code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"})
+			// is kept, also when the code takes a while to clean up.
+			id := c.request("shell", "execute_request", map[string]any{"code": "import time\nprint('sleeping', flush=True)\n" +
+				"try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    time.sleep(3)\n    raise"})
 			early := c.untilStream(id, "sleeping\n")
 			c.request("control", "interrupt_request", map[string]any{})
 			if e := of(append(early, c.until(id)...), "error"); len(e) != 1 || e[0].Content["ename"] != "KeyboardInterrupt" {

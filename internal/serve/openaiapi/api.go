@@ -117,7 +117,7 @@ func answerRefusal(w http.ResponseWriter, r *serve.Refusal) {
 	if r.Final {
 		w.Header().Set("X-Should-Retry", "false")
 	}
-	f := failure(r)
+	f := failure(w, r)
 	writeError(w, f.status, f.typ, f.code, f.message, "")
 }
 
@@ -131,9 +131,10 @@ func notFound(w http.ResponseWriter, kind, id string) { writeFailure(w, notFound
 
 func notFoundError(kind, id string) error { return &serve.NotFoundError{Kind: kind, ID: id} }
 
-// serverError is a failure of terp's own (the sandbox, the disk).
+// serverError is a failure of terp's own (the sandbox, the disk): a 500
+// that names an error id, the error itself only in the log.
 func serverError(w http.ResponseWriter, err error) {
-	writeError(w, http.StatusInternalServerError, "server_error", "", err.Error(), "")
+	writeError(w, http.StatusInternalServerError, "server_error", "", serve.Internal(w, err), "")
 }
 
 // writeFailure answers a request that err ended, before anything else was
@@ -143,7 +144,7 @@ func writeFailure(w http.ResponseWriter, err error) {
 		answerRefusal(w, refusal)
 		return
 	}
-	f := failure(err)
+	f := failure(w, err)
 	if f.retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(f.retry.Seconds())))
 	}
@@ -161,8 +162,9 @@ type failed struct {
 // failure classifies an error that ended a request: the one classification
 // of every answer, whole or streamed, turn or not. What is the client's
 // doing is a 4xx, the model server's a 4xx or 502 by what it said, and
-// anything else terp's own failure, a 500.
-func failure(err error) failed {
+// anything else terp's own failure, a 500, whose cause only the log has
+// (serve.Internal), for w's request.
+func failure(w http.ResponseWriter, err error) failed {
 	var perr *paramError
 	var input *conversation.InputError
 	var upstream *llm.Error
@@ -213,7 +215,7 @@ func failure(err error) failed {
 		}
 		return f
 	}
-	return failed{status: http.StatusInternalServerError, typ: "server_error", message: err.Error()}
+	return failed{status: http.StatusInternalServerError, typ: "server_error", message: serve.Internal(w, err)}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { serve.WriteJSON(w, status, v) }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/conversation"
+	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/state"
@@ -59,6 +59,37 @@ type chatRequest struct {
 	// TerpSteps is where the steps are shown, one of StepsModes; empty
 	// means the server's default.
 	TerpSteps string `json:"terp_steps"`
+	// Sampling: max_tokens and max_completion_tokens bound what the model
+	// writes in the whole turn, the one completion the client sees.
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	Stop                json.RawMessage `json:"stop"`
+	Seed                *int            `json:"seed"`
+}
+
+// options are the turn's sampling and output budget as req gives them,
+// with instructions.
+func (req *chatRequest) options(instructions string) (agent.TurnOptions, *paramError) {
+	maxTokens, name := req.MaxCompletionTokens, "max_completion_tokens"
+	if maxTokens == 0 {
+		maxTokens, name = req.MaxTokens, "max_tokens"
+	}
+	if perr := checkSampling(req.Temperature, req.TopP, maxTokens, name); perr != nil {
+		return agent.TurnOptions{}, perr
+	}
+	var stop []string
+	if len(req.Stop) > 0 && string(req.Stop) != "null" {
+		var one string
+		if json.Unmarshal(req.Stop, &one) == nil {
+			stop = []string{one}
+		} else if err := json.Unmarshal(req.Stop, &stop); err != nil || len(stop) > 4 {
+			return agent.TurnOptions{}, badParam("stop", "stop is a string or up to 4 strings")
+		}
+	}
+	return agent.TurnOptions{Instructions: instructions, MaxOutputTokens: maxTokens,
+		Sampling: llm.Sampling{Temperature: req.Temperature, TopP: req.TopP, Stop: stop, Seed: req.Seed}}, nil
 }
 
 type chatMessage struct {
@@ -168,17 +199,22 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 	}
 	owner, id := serve.Owner(r), serve.NewID("chatcmpl-")
 	named := r.Header.Get(ContainerHeader)
-	fromHistory := false
+	fromHistory, gone := false, false
 	if named == "" {
 		var err error
-		named, err = s.continued(r.Context(), owner, req.Messages)
+		named, gone, err = s.continued(r.Context(), owner, req.Messages)
 		fromHistory = named != ""
 		if err != nil {
 			writeFailure(w, err)
 			return
 		}
 	}
-	question, files, perr := s.chatQuestion(r.Context(), owner, req.Messages, named != "")
+	question, files, perr := s.chatQuestion(r.Context(), owner, req.Messages, named != "", gone)
+	if perr != nil {
+		perr.answer(w)
+		return
+	}
+	opts, perr := req.options(s.chatInstructions(r.Context(), owner, req.Messages))
 	if perr != nil {
 		perr.answer(w)
 		return
@@ -196,14 +232,22 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 				return nil, err
 			case l == nil && named != "" && !fromHistory:
 				return nil, notFoundError("container", named)
-			case l == nil: // none named, or the history's expired meanwhile
-				l, perr := s.newContainer(ctx, owner, containerOptions{})
-				if perr != nil {
+			case l == nil && fromHistory:
+				// The history's container expired since it was found: a
+				// new one hears the whole history, with its files.
+				gone = true
+				if question, files, perr = s.chatQuestion(ctx, owner, req.Messages, false, true); perr != nil {
 					return nil, perr
 				}
+			}
+			if l != nil {
 				return l, nil
 			}
-			return l, nil
+			made, merr := s.newContainer(ctx, owner, containerOptions{})
+			if merr != nil {
+				return nil, merr
+			}
+			return made, nil
 		},
 		Ready: func(ctx context.Context, c *serve.Container) (conversation.TurnRequest, serve.TurnSink, error) {
 			if err := s.putFiles(ctx, c, files); err != nil {
@@ -215,14 +259,13 @@ func (s *api) runChat(w http.ResponseWriter, r *http.Request, req *chatRequest, 
 			// Sent with every answer, errors too: the container exists, and
 			// a client can go on in it.
 			w.Header().Set(ContainerHeader, c.ID)
-			ct := &chatTurn{w: w, c: c, steps: steps, baseURL: baseURL(r), stream: req.Stream,
-				fileID: func(p string) string { return s.FileID(ctx, c, p) },
-				usage:  req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-				head:   chatCompletion{ID: id, Created: time.Now().Unix(), Model: req.Model}}
+			ct := &chatTurn{w: w, c: c, steps: steps, stream: req.Stream, link: s.linker(ctx, r, c), gone: gone,
+				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+				head:  chatCompletion{ID: id, Created: time.Now().Unix(), Model: req.Model}}
 			sink = ct
 			// The model comes with the turn, so that no other request on
 			// the container comes between them.
-			return conversation.TurnRequest{Question: question, Model: model}, ct, nil
+			return conversation.TurnRequest{Question: question, Model: model, Images: imagesOf(files), Options: opts}, ct, nil
 		},
 		After: func(ctx context.Context, c *serve.Container, _ conversation.Turn) {
 			// The history is this completion's now, not that of the
@@ -256,41 +299,49 @@ func replyDigest(content string) string {
 // continued is the container a history without X-Terp-Container goes on
 // in: the owner's one that gave the history's last assistant message as an
 // answer; "" when none did (a new conversation, an answer of another key's,
-// one forged, or one whose container has expired).
-func (s *api) continued(ctx context.Context, owner string, msgs []chatMessage) (string, error) {
+// or one forged). gone says the answer was the owner's, in a container
+// removed since (expired, or deleted).
+func (s *api) continued(ctx context.Context, owner string, msgs []chatMessage) (id string, gone bool, err error) {
 	var answer string
 	for i := len(msgs) - 1; i >= 0 && answer == ""; i-- {
 		if msgs[i].Role == "assistant" {
 			text, _, perr := s.chatContent(ctx, owner, msgs[i].Content, "", new(int))
 			if perr != nil {
-				return "", nil // not an answer of terp's: a new container
+				return "", false, nil // not an answer of terp's: a new container
 			}
 			answer = text
 		}
 	}
 	if strings.TrimSpace(answer) == "" {
-		return "", nil
+		return "", false, nil
 	}
 	want := replyDigest(answer)
 	recs, err := s.State().Containers(ctx, owner)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	for _, rec := range recs {
 		if rec.Origin == "" && slices.Contains(rec.Replies, want) {
-			return rec.ID, nil
+			return rec.ID, false, nil
 		}
 	}
-	return "", nil
+	gone, err = s.State().Gone(ctx, owner, want)
+	return "", gone, err
 }
+
+// goneNote is what the model and the user are told when a history's
+// container is gone, as terp chat --resume tells them of a sandbox that
+// expired.
+const goneNote = "This conversation's sandbox had expired, so a new one was created: variables and files saved by earlier steps are gone; files attached to the messages were uploaded again."
 
 // chatQuestion is the question a chat completion asks: its last message,
 // a user's. In a container that goes on, the earlier messages are in its
 // history already; in a new one they come before the question, as notes.
 // Files the messages attach (file parts, and images as data URLs) are put
 // in /work before the turn, those of the earlier messages too in a new
-// container, and the question says where they are.
-func (s *api) chatQuestion(ctx context.Context, owner string, msgs []chatMessage, goesOn bool) (string, []namedFile, *paramError) {
+// container, and the question says where they are. gone tells the model
+// that the history's container is gone.
+func (s *api) chatQuestion(ctx context.Context, owner string, msgs []chatMessage, goesOn, gone bool) (string, []namedFile, *paramError) {
 	if len(msgs) == 0 {
 		return "", nil, badParam("messages", "messages is empty: give at least one user message")
 	}
@@ -299,6 +350,9 @@ func (s *api) chatQuestion(ctx context.Context, owner string, msgs []chatMessage
 		return "", nil, badParam(fmt.Sprintf("messages[%d].role", last), "the last message is the question the code interpreter answers: make it a user message")
 	}
 	var lines []string
+	if gone {
+		lines = append(lines, "("+goneNote+")")
+	}
 	var files []namedFile
 	images := 0
 	for i, m := range msgs {
@@ -317,8 +371,7 @@ func (s *api) chatQuestion(ctx context.Context, owner string, msgs []chatMessage
 			}
 			lines = append(lines, text)
 		case strings.TrimSpace(text) == "":
-		case m.Role == "system" || m.Role == "developer":
-			lines = append(lines, "(Instructions: "+text+")")
+		case m.Role == "system" || m.Role == "developer": // chatInstructions
 		case m.Role == "user":
 			lines = append(lines, "(I asked earlier: "+text+")")
 		case m.Role == "assistant":
@@ -336,6 +389,22 @@ func (s *api) chatQuestion(ctx context.Context, owner string, msgs []chatMessage
 		lines = append(lines, "(Files attached: "+strings.Join(names, ", ")+")")
 	}
 	return strings.TrimSpace(strings.Join(lines, "\n\n")), files, nil
+}
+
+// chatInstructions are the texts of the system and developer messages,
+// which follow terp's system prompt (agent.TurnOptions.Instructions):
+// every request of a chat sends them again.
+func (s *api) chatInstructions(ctx context.Context, owner string, msgs []chatMessage) string {
+	var out []string
+	for _, m := range msgs {
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		if text, _, perr := s.chatContent(ctx, owner, m.Content, "", new(int)); perr == nil && strings.TrimSpace(text) != "" {
+			out = append(out, text)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // chatPart is a content part of a chat message: text, a file, or an image.
@@ -394,34 +463,18 @@ func (s *api) chatContent(ctx context.Context, owner string, raw json.RawMessage
 	return strings.Join(said, "\n"), files, nil
 }
 
-// imageFile is an image_url part's image, which must come as a data URL:
-// terp fetches nothing from the network. It is named image_N.
-func imageFile(url, param string, n int) (namedFile, *paramError) {
-	mime, data, ok := strings.Cut(strings.TrimPrefix(url, "data:"), ";base64,")
-	if !strings.HasPrefix(url, "data:") || !ok {
-		return namedFile{}, badParam(param, "an image is sent as a data URL (data:image/png;base64,...): terp serve fetches nothing from the network")
-	}
-	b, err := base64.StdEncoding.DecodeString(data)
-	if err != nil {
-		return namedFile{}, badParam(param, "the image's data URL is not base64")
-	}
-	ext := map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}[mime]
-	if ext == "" {
-		ext = ".bin"
-	}
-	return namedFile{name: fmt.Sprintf("image_%d%s", n, ext), data: b}, nil
-}
-
 // chatTurn turns a turn's events into a chat completion: the steps, as they
 // happen when streaming, then the answer. It is the chat completions' sink
 // of runTurn.
 type chatTurn struct {
-	w       http.ResponseWriter
-	c       *serve.Container
-	steps   string
-	baseURL string
-	// fileID is the id of a file of the container's /work.
-	fileID func(path string) string
+	w     http.ResponseWriter
+	c     *serve.Container
+	steps string
+	// link is the link to a file of the container's /work; see linker.
+	link func(path string) string
+	// gone says the history's container is gone: the answer begins by
+	// saying so.
+	gone   bool
 	stream bool
 	usage  bool // stream_options.include_usage
 	head   chatCompletion
@@ -549,7 +602,7 @@ func (ct *chatTurn) End(turn conversation.Turn, err error) {
 			ct.failed = err
 			return
 		}
-		f := failure(err)
+		f := failure(ct.w, err)
 		e := apiError{Message: f.message, Type: f.typ}
 		if f.code != "" {
 			e.Code = &f.code
@@ -563,6 +616,9 @@ func (ct *chatTurn) End(turn conversation.Turn, err error) {
 	}
 	if links := ct.links(res); links != "" {
 		answer = strings.TrimRight(answer, "\n") + "\n\n" + links
+	}
+	if ct.gone {
+		answer = "*" + goneNote + "*\n\n" + answer
 	}
 	finish := "stop"
 	if res.StopReason == agent.MaxSteps || res.StopReason == agent.TokenBudget || res.StopReason == agent.TimeBudget {
@@ -627,17 +683,21 @@ var unanswered = map[agent.StopReason]string{
 }
 
 // links are Markdown links to the files the code saved this turn, one a
-// line, images shown.
+// line, images shown: links a browser opens without a key (serve.Link).
 func (ct *chatTurn) links(res agent.Result) string {
 	var lines []string
 	for _, f := range res.Files {
-		name := path.Base(f.Path)
-		url := fmt.Sprintf("%s/v1/containers/%s/files/%s/content", ct.baseURL, ct.c.ID, ct.fileID(f.Path))
-		link := fmt.Sprintf("[%s](%s)", markdownEscaper.Replace(name), url)
-		if isImage(f.Path) {
-			link = "!" + link
+		name := markdownEscaper.Replace(path.Base(f.Path))
+		url := ct.link(f.Path)
+		switch {
+		case url == "":
+			lines = append(lines, fmt.Sprintf("%s (not linked: it could not be copied for a link; it is in %s while the container lives)",
+				name, path.Join(sandbox.DataDir, f.Path)))
+		case isImage(f.Path):
+			lines = append(lines, fmt.Sprintf("![%s](%s)", name, url))
+		default:
+			lines = append(lines, fmt.Sprintf("[%s](%s)", name, url))
 		}
-		lines = append(lines, link)
 	}
 	return strings.Join(lines, "\n")
 }

@@ -175,7 +175,8 @@ func TestChatFollowUpInTheContainerSeesWhatTheFirstLeft(t *testing.T) {
 }
 
 // Without a container to go on in, the client's earlier messages are all
-// terp has of the conversation: the question carries them.
+// terp has of the conversation: the question carries them. The system
+// message follows terp's own system prompt.
 func TestChatInANewContainerTheEarlierMessagesComeWithTheQuestion(t *testing.T) {
 	for _, sb := range chatSandboxes() {
 		t.Run(sb.name, func(t *testing.T) {
@@ -187,8 +188,12 @@ func TestChatInANewContainerTheEarlierMessagesComeWithTheQuestion(t *testing.T) 
 			if got.Choices[0].Message.Content != "Forty-two, says upstream." {
 				t.Errorf("content = %q", got.Choices[0].Message.Content)
 			}
-			q := upstream.Requests()[0].LastUser()
-			want := []string{"(Instructions: Answer in French.)", "(I asked earlier: Pick a number.)", "(You answered earlier: 41.)", "Add one."}
+			asked := upstream.Requests()[0]
+			if system := asked.Messages[0]; system.Role != "system" || !strings.HasSuffix(system.Content, "\n\nAnswer in French.") {
+				t.Errorf("the system prompt does not end with the client's: %q", system.Content)
+			}
+			q := asked.LastUser()
+			want := []string{"(I asked earlier: Pick a number.)", "(You answered earlier: 41.)", "Add one."}
 			at := 0
 			for _, w := range want {
 				i := strings.Index(q[at:], w)
@@ -311,7 +316,7 @@ func TestChatStepsModes(t *testing.T) {
 }
 
 // Files the code saved are links to their content, images shown; the
-// links work with the key that asked, and not with another.
+// links work without a key, as a chat UI's browser opens them.
 func TestChatFilesTheCodeSavedAreLinked(t *testing.T) {
 	for _, sb := range chatSandboxes() {
 		t.Run(sb.name, func(t *testing.T) {
@@ -322,22 +327,31 @@ func TestChatFilesTheCodeSavedAreLinked(t *testing.T) {
 			}
 			upstream := llmtest.New(t, llmtest.Fixed(llmtest.RunPython(code)), llmtest.Fixed(llmtest.Answer("Here they are.")))
 			env := newChatEnv(t, sb, upstream, chatOptions{})
-			got, resp := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Chart it.")}, codeInterpreter)
+			got, _ := chatNew(t, env.client(aliceKey), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Chart it.")}, codeInterpreter)
 			content := got.Choices[0].Message.Content
-			prefix := regexp.QuoteMeta(env.http.URL + "/v1/containers/" + resp.Get(openaiapi.ContainerHeader) + "/files/")
-			report := regexp.MustCompile(`(?m)^\[report\.txt\]\((` + prefix + `cfile_\w+/content)\)$`).FindStringSubmatch(content)
-			chart := regexp.MustCompile(`(?m)^!\[chart\.png\]\((` + prefix + `cfile_\w+/content)\)$`).FindStringSubmatch(content)
+			prefix := regexp.QuoteMeta(env.http.URL+"/links/alice/") + `file-\w+/\d+/[\w-]+/`
+			report := regexp.MustCompile(`(?m)^\[report\.txt\]\((` + prefix + `report\.txt)\)$`).FindStringSubmatch(content)
+			chart := regexp.MustCompile(`(?m)^!\[chart\.png\]\((` + prefix + `chart\.png)\)$`).FindStringSubmatch(content)
 			if !strings.HasPrefix(content, "Here they are.\n\n") || report == nil || chart == nil {
 				t.Fatalf("content does not end the answer with a link to each file:\n%s", content)
 			}
-			if status, b := env.get(aliceKey, report[1]); status != http.StatusOK || string(b) != "the report" {
-				t.Errorf("the report's link answered %d: %q", status, b)
+			for _, l := range []struct {
+				url, typ string
+				want     []byte
+			}{{report[1], "text/plain; charset=utf-8", []byte("the report")}, {chart[1], "image/png", image}} {
+				resp, err := http.Get(l.url) // no key
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(b, l.want) || resp.Header.Get("Content-Type") != l.typ {
+					t.Errorf("%s answered %d %s %.20q", l.url, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+				}
 			}
-			if status, b := env.get(aliceKey, chart[1]); status != http.StatusOK || !bytes.HasPrefix(b, image) {
-				t.Errorf("the chart's link answered %d: %.20q", status, b)
-			}
-			if status, _ := env.get(bobKey, chart[1]); status != http.StatusNotFound {
-				t.Errorf("another key got the chart: %d", status)
+			// The copies the links serve are not the key's uploads.
+			if status, b := env.get(aliceKey, env.http.URL+"/v1/files"); status != http.StatusOK || strings.Contains(string(b), "file-") {
+				t.Errorf("GET /v1/files lists the links' copies: %d %s", status, b)
 			}
 		})
 	}
@@ -556,51 +570,64 @@ func TestChatRefusesWhatItCannotRun(t *testing.T) {
 // Files a chat UI attaches to a message (a file part with its data, an
 // image as a data URL) are put in the container's /work, and the model is
 // told where they are; in a new container those of the earlier messages
-// too, as a UI sends the whole history again.
+// too, as a UI sends the whole history again. The image is also shown to
+// the model, unless its profile says it takes no images.
 func TestChatFilesInMessagesAreUploaded(t *testing.T) {
 	for _, sb := range chatSandboxes() {
 		t.Run(sb.name, func(t *testing.T) {
-			upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Got them.")))
-			env := newChatEnv(t, sb, upstream, chatOptions{})
-			csv := base64.StdEncoding.EncodeToString([]byte("a,b\n1,2\n"))
-			png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nnot really"))
-			body := `{"model": "test-model", "tools": [{"type": "code_interpreter"}], "messages": [
-				{"role": "user", "content": [{"type": "text", "text": "Here is the data."},
-					{"type": "file", "file": {"filename": "data.csv", "file_data": "data:text/csv;base64,` + csv + `"}}]},
-				{"role": "assistant", "content": "Thanks."},
-				{"role": "user", "content": [{"type": "text", "text": "And a chart."},
-					{"type": "image_url", "image_url": {"url": "data:image/png;base64,` + png + `"}}]}]}`
-			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, env.http.URL+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+aliceKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%d %s", resp.StatusCode, b)
-			}
-			q := upstream.Requests()[0].LastUser()
-			if !strings.Contains(q, "/mnt/data/data.csv") || !strings.Contains(q, "/mnt/data/image_1.png") {
-				t.Errorf("the model was not told where the files are: %q", q)
-			}
-			_, lb := env.get(aliceKey, env.http.URL+"/v1/containers/"+resp.Header.Get(openaiapi.ContainerHeader)+"/files")
-			var files struct {
-				Data []struct {
-					Path  string `json:"path"`
-					Bytes int64  `json:"bytes"`
-				} `json:"data"`
-			}
-			if err := json.Unmarshal(lb, &files); err != nil {
-				t.Fatal(err)
-			}
-			sizes := map[string]int64{}
-			for _, f := range files.Data {
-				sizes[f.Path] = f.Bytes
-			}
-			if sizes["/mnt/data/data.csv"] != 8 || sizes["/mnt/data/image_1.png"] != 18 {
-				t.Errorf("the container holds %v; want data.csv (8 bytes) and image_1.png (18 bytes)", sizes)
+			// A model no profile speaks of sees the image; qwen3's
+			// profile says it takes none, so it only has the file.
+			for model, shown := range map[string]bool{"test-model": true, "qwen3-32b": false} {
+				upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Got them.")))
+				env := newChatEnv(t, sb, upstream, chatOptions{})
+				csv := base64.StdEncoding.EncodeToString([]byte("a,b\n1,2\n"))
+				png := "data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nnot really"))
+				body := `{"model": "` + model + `", "tools": [{"type": "code_interpreter"}], "messages": [
+					{"role": "user", "content": [{"type": "text", "text": "Here is the data."},
+						{"type": "file", "file": {"filename": "data.csv", "file_data": "data:text/csv;base64,` + csv + `"}}]},
+					{"role": "assistant", "content": "Thanks."},
+					{"role": "user", "content": [{"type": "text", "text": "And a chart."},
+						{"type": "image_url", "image_url": {"url": "` + png + `"}}]}]}`
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, env.http.URL+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+aliceKey)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: %d %s", model, resp.StatusCode, b)
+				}
+				asked := upstream.Requests()[0]
+				q := asked.LastUser()
+				if !strings.Contains(q, "/mnt/data/data.csv") || !strings.Contains(q, "/mnt/data/image_1.png") {
+					t.Errorf("%s: the model was not told where the files are: %q", model, q)
+				}
+				images := asked.Messages[len(asked.Messages)-1].Images
+				if got := len(images) == 1 && images[0] == png; got != shown || len(images) > 1 {
+					t.Errorf("%s: the question's images are %.60q; want the image shown: %v", model, images, shown)
+				}
+				if err := asked.Check(); err != nil {
+					t.Errorf("%s: a strict server would refuse the request: %v", model, err)
+				}
+				_, lb := env.get(aliceKey, env.http.URL+"/v1/containers/"+resp.Header.Get(openaiapi.ContainerHeader)+"/files")
+				var files struct {
+					Data []struct {
+						Path  string `json:"path"`
+						Bytes int64  `json:"bytes"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal(lb, &files); err != nil {
+					t.Fatal(err)
+				}
+				sizes := map[string]int64{}
+				for _, f := range files.Data {
+					sizes[f.Path] = f.Bytes
+				}
+				if sizes["/mnt/data/data.csv"] != 8 || sizes["/mnt/data/image_1.png"] != 18 {
+					t.Errorf("%s: the container holds %v; want data.csv (8 bytes) and image_1.png (18 bytes)", model, sizes)
+				}
 			}
 		})
 	}
@@ -651,5 +678,97 @@ func TestChatGoesOnFromTheHistoryAlone(t *testing.T) {
 				t.Errorf("a history whose answer terp never gave went on in %q", cid)
 			}
 		})
+	}
+}
+
+// A history whose container is gone (deleted here; expired alike) goes on
+// in a new one that holds the files the messages attached, and the reply
+// and the model both hear that variables and saved files are lost. Another
+// key sending the same history hears nothing of alice's container.
+func TestChatSaysWhenTheHistorysContainerIsGone(t *testing.T) {
+	for _, sb := range chatSandboxes() {
+		t.Run(sb.name, func(t *testing.T) {
+			upstream := llmtest.New(t, llmtest.Fixed(llmtest.Answer("Loaded it.")), llmtest.Fixed(llmtest.Answer("Loaded it again.")),
+				llmtest.Fixed(llmtest.Answer("Bob's.")))
+			env := newChatEnv(t, sb, upstream, chatOptions{})
+			csv := base64.StdEncoding.EncodeToString([]byte("a,b\n1,2\n"))
+			ask := func(key string, messages string) (string, string) {
+				t.Helper()
+				body := `{"model": "test-model", "tools": [{"type": "code_interpreter"}], "messages": [` + messages + `]}`
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, env.http.URL+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var got struct {
+					Choices []struct{ Message struct{ Content string } }
+				}
+				if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) != 1 {
+					t.Fatalf("%d: %v", resp.StatusCode, err)
+				}
+				return resp.Header.Get(openaiapi.ContainerHeader), got.Choices[0].Message.Content
+			}
+			first := `{"role": "user", "content": [{"type": "text", "text": "Load this."},
+				{"type": "file", "file": {"filename": "data.csv", "file_data": "data:text/csv;base64,` + csv + `"}}]}`
+			cid, answer := ask(aliceKey, first)
+			alice := env.client(aliceKey)
+			if err := alice.Containers.Delete(t.Context(), cid); err != nil {
+				t.Fatalf("deleting the container: %v", err)
+			}
+			quoted, _ := json.Marshal(answer)
+			history := first + `, {"role": "assistant", "content": ` + string(quoted) + `}, {"role": "user", "content": "Again."}`
+			again, content := ask(aliceKey, history)
+			if again == cid || !strings.HasPrefix(content, "*This conversation's sandbox had expired") || !strings.HasSuffix(content, "Loaded it again.") {
+				t.Errorf("the follow-up ran in %s (the gone one: %s) and answered %q; want a new container, saying so first", again, cid, content)
+			}
+			q := upstream.Requests()[1].LastUser()
+			if !strings.Contains(q, "sandbox had expired") || !strings.Contains(q, "(I asked earlier: Load this.)") || !strings.Contains(q, "/mnt/data/data.csv") {
+				t.Errorf("the model was not told the sandbox is new, the history and the file: %q", q)
+			}
+			if _, lb := env.get(aliceKey, env.http.URL+"/v1/containers/"+again+"/files"); !strings.Contains(string(lb), `"/mnt/data/data.csv"`) {
+				t.Errorf("the new container lacks the history's file: %s", lb)
+			}
+			if _, content := ask(bobKey, history); strings.Contains(content, "expired") {
+				t.Errorf("bob was told of alice's container: %q", content)
+			}
+		})
+	}
+}
+
+// Chat completions pass temperature, top_p, stop and seed; max_tokens
+// bounds the whole turn; the system message follows terp's system prompt.
+func TestChatSamplingReachesTheModel(t *testing.T) {
+	s := llmtest.New(t, llmtest.Fixed(llmtest.Reply{Content: "Un.", CompletionTokens: 5}))
+	env := newChatEnv(t, chatSandboxes()[0], s, chatOptions{})
+	c := env.client(aliceKey)
+	_, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+		Model:       "test-model",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.DeveloperMessage("Answer in French."), openai.UserMessage("One?")},
+		Temperature: openai.Float(0.2),
+		TopP:        openai.Float(0.9),
+		MaxTokens:   openai.Int(64),
+		Stop:        openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"END"}},
+		Seed:        openai.Int(7),
+	}, codeInterpreter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.Requests()[0]
+	if r.Temperature == nil || *r.Temperature != 0.2 || r.TopP == nil || *r.TopP != 0.9 || r.MaxTokens != 64 ||
+		len(r.Stop) != 1 || r.Stop[0] != "END" || r.Seed == nil || *r.Seed != 7 {
+		t.Errorf("upstream got temperature %v, top_p %v, max_tokens %d, stop %q, seed %v", r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.Seed)
+	}
+	if !strings.HasSuffix(r.Messages[0].Content, "\n\nAnswer in French.") {
+		t.Errorf("the system prompt does not end with the developer message: %q", r.Messages[0].Content)
+	}
+	for _, bad := range []struct{ body, param string }{
+		{`{"model": "test-model", "tools": [{"type": "code_interpreter"}], "temperature": 3, "messages": [{"role": "user", "content": "x"}]}`, "temperature"},
+		{`{"model": "test-model", "tools": [{"type": "code_interpreter"}], "stop": 5, "messages": [{"role": "user", "content": "x"}]}`, "stop"},
+	} {
+		if status, b := env.post(aliceKey, "/v1/chat/completions", bad.body, nil); status != http.StatusBadRequest || !strings.Contains(string(b), `"param":"`+bad.param+`"`) {
+			t.Errorf("%s: %d %s; want 400 naming %s", bad.body, status, b, bad.param)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package openaiapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,23 +11,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/respjson"
 
-	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
-	"github.com/terpdev/terp/internal/sandbox"
-	"github.com/terpdev/terp/internal/sandbox/local"
-	"github.com/terpdev/terp/internal/sandbox/memory"
 	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/openaiapi"
-	"github.com/terpdev/terp/internal/store"
+	"github.com/terpdev/terp/internal/serve/servetest"
 	"github.com/terpdev/terp/internal/terptest"
 )
 
@@ -40,8 +32,8 @@ import (
 // Keys of the two owners every test server accepts, and the key terp
 // sends upstream.
 const (
-	aliceKey    = "alice-key-0123456789abcdef"
-	bobKey      = "bob-key-0123456789abcdef"
+	aliceKey    = servetest.AliceKey
+	bobKey      = servetest.BobKey
 	upstreamKey = "upstream-secret-key"
 )
 
@@ -60,10 +52,10 @@ type chatSandbox struct {
 
 func chatSandboxes() []chatSandbox {
 	return []chatSandbox{
-		{name: "memory",
+		{name: servetest.Memory,
 			print: func(text string) string { return "print " + text },
 			save:  func(name, text string) string { return "write " + name + " " + text }},
-		{name: "local", kernel: true,
+		{name: servetest.Local, kernel: true,
 			print: func(text string) string { return "print(" + strconv.Quote(text) + ")" },
 			save: func(name, text string) string {
 				return fmt.Sprintf("open(%q, 'w').write(%q)", "/work/"+name, text)
@@ -93,57 +85,20 @@ type chatOptions struct {
 func newChatEnv(t *testing.T, sb chatSandbox, upstream *llmtest.Server, opts chatOptions) *chatEnv {
 	t.Helper()
 	t.Setenv("TERP_CHAT_TEST_UPSTREAM_KEY", upstreamKey)
-	var backend sandbox.Backend
-	cfg := config.Default()
-	cfg.Sandbox = sb.name
-	cfg.Model = "test-model"
-	cfg.BaseURL = upstream.BaseURL()
-	cfg.APIKeyEnv = "TERP_CHAT_TEST_UPSTREAM_KEY"
-	cfg.IdlePause = 0
-	cfg.ExecMode = "script"
-	switch sb.name {
-	case "memory":
-		backend = memory.New(memory.Config{Programs: map[string]memory.Program{"python3": memory.PythonStandIn}})
-	case "local":
-		lb, err := local.New(local.Config{Root: terptest.TempDir(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		backend = lb
-		cfg.ExecMode = "kernel"
-	}
-	if opts.settings != nil {
-		opts.settings(cfg)
-	}
-	st, err := store.Open(terptest.TempDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := conversation.New(conversation.Deps{
-		Store:      st,
-		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
-		NewModel: func(c *config.Config) agent.Completer {
-			key, _ := c.APIKey()
-			return llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: key, MaxRetries: -1})
-		},
-	})
+	var settings *config.Config
+	sc, _ := servetest.Config(t, terptest.TempDir(t), servetest.Options{ModelURL: upstream.BaseURL(), Sandbox: sb.name,
+		Settings: func(cfg *config.Config) {
+			cfg.APIKeyEnv = "TERP_CHAT_TEST_UPSTREAM_KEY"
+			cfg.IdlePause = 0
+			if opts.settings != nil {
+				opts.settings(cfg)
+			}
+			settings = cfg
+		}})
 	sent := &recorder{next: http.DefaultTransport}
-	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: t.TempDir(),
-		Keys:     map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}},
-		Upstream: &http.Client{Transport: sent}}
-	srv, err := serve.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	openaiapi.Register(srv, opts.api)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		srv.Close(ctx)
-	})
-	return &chatEnv{t: t, sb: sb, upstream: upstream, settings: cfg, srv: srv, http: hs, sent: sent}
+	sc.Upstream = &http.Client{Transport: sent}
+	hs, srv := servetest.Start(t, sc, func(srv *serve.Server) { openaiapi.Register(srv, opts.api) })
+	return &chatEnv{t: t, sb: sb, upstream: upstream, settings: settings, srv: srv, http: hs, sent: sent}
 }
 
 // client is OpenAI's client for key, on this server, without retries: a

@@ -2,9 +2,8 @@ package openaiapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"path"
 	"slices"
@@ -333,10 +332,8 @@ func (s *api) getContainerFileContent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer rc.Close()
-		w.Header().Set("Content-Type", contentType(f.Path))
-		w.Header().Set("Content-Length", fmt.Sprint(f.Bytes))
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(w, rc)
+		serve.FileHeaders(w.Header(), path.Base(f.Path))
+		serve.ServeContent(w, r, rc, f.Bytes)
 	})
 }
 
@@ -350,10 +347,20 @@ func (s *api) deleteContainerFile(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// contentType is what a container file is served as, by its extension.
-func contentType(p string) string {
-	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
-		return t
+// linker returns the links of a turn's files (serve.Link) for r's answer,
+// each file's made once however often it is named: "" for a file that
+// could not be linked (one over --max-upload), which is named without.
+func (s *api) linker(ctx context.Context, r *http.Request, c *serve.Container) func(p string) string {
+	base, made := s.BaseURL(r), map[string]string{}
+	return func(p string) string {
+		if url, ok := made[p]; ok {
+			return url
+		}
+		url, err := s.Link(ctx, base, c, p)
+		if err != nil && !errors.Is(err, serve.ErrLinkTooLarge) {
+			s.Log().Warn("linking a file", "container", c.ID, "file", p, "error", err)
+		}
+		made[p] = url
+		return url
 	}
-	return "application/octet-stream"
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"path"
 	"path/filepath"
@@ -77,6 +78,10 @@ func (s *api) createFile(w http.ResponseWriter, r *http.Request) {
 	if purpose == "" {
 		purpose = "user_data"
 	}
+	if serve.OwnPurpose(purpose) {
+		badRequest(w, "purpose", "purpose %q is not one of OpenAI's (user_data, assistants, ...): a purpose with a colon is terp's own", purpose)
+		return
+	}
 	f := state.File{ID: serve.NewID("file-"), Owner: serve.Owner(r), Filename: name, Purpose: purpose, CreatedAt: time.Now()}
 	upload := &readError{r: body}
 	f, err := s.State().PutFile(r.Context(), f, upload, s.Caps().Upload)
@@ -135,7 +140,9 @@ func (s *api) listFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]fileObject, 0, len(files))
 	for _, f := range files {
-		out = append(out, fileObjectOf(f))
+		if !serve.OwnPurpose(f.Purpose) { // links' copies, LibreChat's files
+			out = append(out, fileObjectOf(f))
+		}
 	}
 	writeJSON(w, http.StatusOK, newList(out, func(f fileObject) string { return f.ID }))
 }
@@ -162,10 +169,8 @@ func (s *api) getFileContent(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", f.Filename))
-	w.Header().Set("Content-Length", fmt.Sprint(f.Bytes))
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, rc)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": f.Filename}))
+	serve.ServeContent(w, r, rc, f.Bytes)
 }
 
 func (s *api) deleteFile(w http.ResponseWriter, r *http.Request) {

@@ -19,17 +19,11 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
-	"github.com/terpdev/terp/internal/conversation"
-	"github.com/terpdev/terp/internal/llm"
 	"github.com/terpdev/terp/internal/llm/llmtest"
-	"github.com/terpdev/terp/internal/sandbox"
-	"github.com/terpdev/terp/internal/sandbox/memory"
 	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/servetest"
 	"github.com/terpdev/terp/internal/serve/state"
-	"github.com/terpdev/terp/internal/store"
 	"github.com/terpdev/terp/internal/terptest"
 )
 
@@ -38,22 +32,8 @@ import (
 // in front of the sandbox.
 func newLimitServer(t *testing.T, s *llmtest.Server, change func(*serve.Config)) *testServer {
 	t.Helper()
-	st, err := store.Open(terptest.TempDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend := memory.New(memory.Config{Programs: map[string]memory.Program{"python3": memory.PythonStandIn}})
-	cfg := config.Default()
-	cfg.BaseURL, cfg.Model, cfg.Sandbox, cfg.ExecMode, cfg.IdlePause = s.BaseURL(), "test-model", "memory", "script", 0
-	svc := conversation.New(conversation.Deps{
-		Store:      st,
-		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
-		NewModel: func(c *config.Config) agent.Completer {
-			return llm.New(llm.Config{BaseURL: c.BaseURL, Stream: c.Stream, MaxRetries: -1})
-		},
-	})
-	sc := serve.Config{Conversations: svc, Settings: cfg, DataDir: terptest.TempDir(t),
-		Keys: map[string]serve.Principal{aliceKey: {Name: "alice"}, bobKey: {Name: "bob"}}}
+	sc, st := servetest.Config(t, terptest.TempDir(t), servetest.Options{ModelURL: s.BaseURL(), Sandbox: servetest.Memory,
+		Settings: func(cfg *config.Config) { cfg.IdlePause = 0 }})
 	if change != nil {
 		change(&sc)
 	}
@@ -277,6 +257,37 @@ func TestLimitsAcrossReplicas(t *testing.T) {
 	_, err = cb.Containers.New(ctx(t), openai.ContainerNewParams{Name: "second"})
 	if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "containers" {
 		t.Errorf("on the other replica, a container past the key's one: %+v; want a 429 of type containers", got)
+	}
+}
+
+// Replicas that share a state share a key's requests per minute: ten a
+// minute, sent to two replicas in turn, let ten through, and the eleventh
+// is refused as on one server, whichever replica it reaches.
+func TestLimitRequestsAcrossReplicas(t *testing.T) {
+	shared, err := state.OpenDir(terptest.TempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shared.Close() })
+	replica := func() *testServer {
+		return newLimitServer(t, llmtest.New(t), func(c *serve.Config) {
+			limit(c, "alice", serve.Limits{RPM: 10})
+			c.State = shared
+		})
+	}
+	a, b := replica(), replica()
+	clients := []openai.Client{a.client(aliceKey), b.client(aliceKey)}
+	for i := range 20 {
+		err := listContainers(clients[i%2], t)
+		if i < 10 {
+			if err != nil {
+				t.Fatalf("request %d of 10 a minute, to replica %c: %v", i+1, 'a'+i%2, err)
+			}
+			continue
+		}
+		if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "requests" || got.retryAfter < 1 || got.retryAfter > 6 {
+			t.Fatalf("request %d of 10 a minute, to replica %c: %+v; want a 429 of type requests, to retry within 6 s", i+1, 'a'+i%2, got)
+		}
 	}
 }
 
@@ -652,12 +663,12 @@ func TestLimitSlowStateHoldsUpNoOneElse(t *testing.T) {
 	}
 }
 
-// slowContainers is a state whose count of one owner's containers waits
-// until the test lets it go.
+// slowContainers is a state whose count of one owner's containers, as a
+// new one's place is held, waits until the test lets it go.
 type slowContainers struct {
 	state.State
 	owner    string
-	counting chan struct{} // closed when the owner's containers are first asked for
+	counting chan struct{} // closed when the owner's containers are first counted
 	release  chan struct{} // closed by let
 	entered  sync.Once
 	released sync.Once
@@ -667,16 +678,16 @@ func newSlowContainers(st state.State, owner string) *slowContainers {
 	return &slowContainers{State: st, owner: owner, counting: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (s *slowContainers) Containers(ctx context.Context, owner string) ([]state.Container, error) {
+func (s *slowContainers) HoldPlace(ctx context.Context, owner, id string, most state.Most, now time.Time) error {
 	if owner == s.owner {
 		s.entered.Do(func() { close(s.counting) })
 		select {
 		case <-s.release:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return s.State.Containers(ctx, owner)
+	return s.State.HoldPlace(ctx, owner, id, most, now)
 }
 
 // let lets every count go, now and from now on.

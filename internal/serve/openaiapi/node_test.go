@@ -187,3 +187,43 @@ func inOrder(got, want []string) bool {
 	}
 	return i == len(want)
 }
+
+// The agent frameworks' own code-interpreter tools work against terp serve
+// unchanged: the OpenAI Agents SDK's codeInterpreterTool() and a function
+// tool of its own (through the Responses adapter), and the AI SDK's
+// openai.tools.codeInterpreter(), each answered from the code's output.
+func TestNodeAgentFrameworks(t *testing.T) {
+	node := terptest.Node(t, nodeSDK, "@openai/agents", "ai", "@ai-sdk/openai")
+	if _, err := os.ReadFile(filepath.Join(nodeSDK, "frameworks.mjs")); err != nil { // for go test's cache
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, llmtest.New(t, slices.Repeat([]llmtest.Step{clientModel(t)}, 12)...))
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(c, node, "frameworks.mjs")
+	cmd.Dir = nodeSDK
+	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+ts.URL+"/v1", "OPENAI_API_KEY="+aliceKey)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node frameworks.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	got := map[string]string{}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var r struct{ Flow, Output string }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("frameworks.mjs printed %q: %v", sc.Text(), err)
+		}
+		got[r.Flow] = r.Output
+	}
+	for flow, want := range map[string]string{
+		"agents_code":     "The agents computed 42",
+		"agents_function": "Paris: sunny, 21 C in Paris",
+		"ai_sdk_code":     "The AI SDK computed 42",
+	} {
+		if got[flow] != want {
+			t.Errorf("%s answered %q; want %q\nstderr:\n%s", flow, got[flow], want, stderr.String())
+		}
+	}
+}

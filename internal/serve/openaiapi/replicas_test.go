@@ -321,3 +321,40 @@ func TestReplicasClientFailureKeepsTheReplica(t *testing.T) {
 		t.Errorf("after an upload was refused, the record names %q (%v), not a, which is alive and holds the container", rec.Replica, err)
 	}
 }
+
+// A request one replica forwards to another counts once under its key's
+// requests per minute, where it came in: four a minute let a container be
+// made on a and three requests for it through b, forwarded to a, and then
+// no more. A client cannot pass for a replica that counted its request.
+func TestReplicasCountAForwardedRequestOnce(t *testing.T) {
+	reps, _ := newReplicas(t, llmtest.New(t), 2, func(c *serve.Config) {
+		c.Keys[aliceKey] = serve.Principal{Name: "alice", Limits: serve.Limits{RPM: 4}}
+	})
+	a, b := reps[0], reps[1]
+	ac, bc := a.client(aliceKey), b.client(aliceKey)
+	cntr, err := ac.Containers.New(ctx(t), openai.ContainerNewParams{Name: "on a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := bc.Containers.Files.List(ctx(t), cntr.ID, openai.ContainerFileListParams{}); err != nil {
+			t.Fatalf("request %d of 4 a minute, forwarded from b to a: %v", i+2, err)
+		}
+	}
+	if b.srv.IsOpen(cntr.ID) || !a.srv.IsOpen(cntr.ID) {
+		t.Fatal("the container moved to b instead of being forwarded to a")
+	}
+	forged := option.WithHeaderAdd(serve.ForwardedHeader, b.hs.URL)
+	for _, mark := range []string{"forged", ""} {
+		_, err = ac.Containers.Files.List(ctx(t), cntr.ID, openai.ContainerFileListParams{},
+			forged, option.WithHeader(serve.CountedHeader, mark))
+		if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "requests" {
+			t.Errorf("the fifth request, marked counted by %q: %+v; want a 429 of type requests", mark, got)
+		}
+	}
+	// b counted its three: a fifth of its own is refused there.
+	_, err = bc.Containers.List(ctx(t), openai.ContainerListParams{})
+	if got := refused(t, err); got.status != http.StatusTooManyRequests || got.typ != "requests" {
+		t.Errorf("the fifth request, to b: %+v; want a 429 of type requests", got)
+	}
+}

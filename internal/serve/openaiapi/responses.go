@@ -22,12 +22,14 @@ import (
 )
 
 // responseRequest is the body of POST /v1/responses, as far as terp reads
-// it; sampling fields (temperature, top_p, ...) are accepted and left to
-// the model server's defaults.
+// it.
 type responseRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
 	Instructions       string            `json:"instructions"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
 	PreviousResponseID string            `json:"previous_response_id"`
 	Store              *bool             `json:"store"`
 	Include            []string          `json:"include"`
@@ -91,6 +93,8 @@ type inputPart struct {
 	FileID   string `json:"file_id"`
 	Filename string `json:"filename"`
 	FileData string `json:"file_data"`
+	// ImageURL is an input_image's: a data URL, or an http(s) URL.
+	ImageURL string `json:"image_url"`
 }
 
 // responseObject is OpenAI's response object.
@@ -174,6 +178,9 @@ type annotation struct {
 	Filename    string `json:"filename"`
 	StartIndex  int    `json:"start_index"`
 	EndIndex    int    `json:"end_index"`
+	// URL is terp's: a link to the file as it was, which a browser opens
+	// without a key (serve.Link), for clients that render the answer.
+	URL string `json:"url,omitempty"`
 }
 
 // storedResponse is a response kept for GET, DELETE and
@@ -184,11 +191,33 @@ type storedResponse struct {
 	container string
 	history   []llm.Message
 	object    responseObject
+	// parent is the response it went on from, when it was stored as the
+	// messages it added to that one's history (storedHistory), and depth
+	// how many such steps lead back to a whole history.
+	parent *storedResponse
+	depth  int
 }
 
 // maxResponses bounds the responses kept per key; past it the oldest are
-// forgotten, as each holds a whole history.
+// forgotten.
 const maxResponses = 1000
+
+// wholeEvery bounds the steps of a stored history back to a whole one: a
+// response that goes on from another is stored as the messages it added,
+// so that a long chat does not store its history again with each answer,
+// and every wholeEvery-th is stored whole, so that reading one reads at
+// most that many records and a forgotten old response breaks no chain
+// that runs past the snapshot after it.
+const wholeEvery = 16
+
+// storedHistory is a history as a response's record keeps it: whole (a
+// JSON array of messages, as terp has always stored it), or the messages
+// added to the history of the response Parent names.
+type storedHistory struct {
+	Parent   string        `json:"parent"`
+	Depth    int           `json:"depth"`
+	Messages []llm.Message `json:"messages"`
+}
 
 // keep stores sr for GET and previous_response_id. A response that cannot
 // be stored is logged: the client has its answer, and only a later
@@ -199,7 +228,12 @@ func (s *api) keep(ctx context.Context, sr *storedResponse) {
 		s.Log().Warn("storing response", "response", sr.object.ID, "error", err)
 		return
 	}
-	hist, err := json.Marshal(sr.history)
+	var hist []byte
+	if p := sr.parent; p != nil && p.depth+1 < wholeEvery && goesOn(sr.history, p.history) {
+		hist, err = json.Marshal(storedHistory{Parent: p.object.ID, Depth: p.depth + 1, Messages: sr.history[len(p.history):]})
+	} else {
+		hist, err = json.Marshal(sr.history)
+	}
 	if err != nil {
 		s.Log().Warn("storing response", "response", sr.object.ID, "error", err)
 		return
@@ -210,24 +244,66 @@ func (s *api) keep(ctx context.Context, sr *storedResponse) {
 	}
 }
 
-// stored is owner's stored response id.
+// goesOn reports whether history begins with earlier, message for message
+// as they are stored.
+func goesOn(history, earlier []llm.Message) bool {
+	if len(history) < len(earlier) {
+		return false
+	}
+	a, err1 := json.Marshal(history[:len(earlier)])
+	b, err2 := json.Marshal(earlier)
+	return err1 == nil && err2 == nil && bytes.Equal(a, b)
+}
+
+// stored is owner's stored response id, with its whole history.
 func (s *api) stored(ctx context.Context, owner, id string) (*storedResponse, error) {
+	return s.storedAt(ctx, owner, id, wholeEvery)
+}
+
+// storedAt is stored, reading at most steps records back to a whole
+// history; a deleted response is found only as another's parent.
+func (s *api) storedAt(ctx context.Context, owner, id string, steps int) (*storedResponse, error) {
 	rec, err := s.State().Response(ctx, owner, id)
 	if err != nil {
 		return nil, err
+	}
+	if isDeleted(rec) {
+		if steps == wholeEvery {
+			return nil, state.ErrNotFound
+		}
+		rec.Object = json.RawMessage(`{}`)
 	}
 	sr := &storedResponse{owner: rec.Owner, container: rec.Container}
 	if err := json.Unmarshal(rec.Object, &sr.object); err != nil {
 		return nil, fmt.Errorf("response %s is damaged: %w", id, err)
 	}
-	if err := json.Unmarshal(rec.History, &sr.history); err != nil {
-		return nil, fmt.Errorf("response %s is damaged: %w", id, err)
+	if len(rec.History) > 0 && rec.History[0] == '[' {
+		if err := json.Unmarshal(rec.History, &sr.history); err != nil {
+			return nil, fmt.Errorf("response %s is damaged: %w", id, err)
+		}
+		return sr, nil
 	}
+	var part storedHistory
+	if err := json.Unmarshal(rec.History, &part); err != nil || part.Parent == "" || steps <= 1 {
+		return nil, fmt.Errorf("response %s is damaged: its history is neither whole nor a part of one", id)
+	}
+	parent, err := s.storedAt(ctx, owner, part.Parent, steps-1)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, badParam("previous_response_id", fmt.Sprintf("response %s goes on from %s, which was forgotten (a key keeps its last %d responses): go on from a later response, or start anew", id, part.Parent, maxResponses))
+	}
+	if err != nil {
+		return nil, err
+	}
+	sr.parent, sr.depth = parent, part.Depth
+	sr.history = append(slices.Clip(parent.history), part.Messages...)
 	return sr, nil
 }
 
 func (s *api) getResponse(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.State().Response(r.Context(), serve.Owner(r), r.PathValue("id"))
+	if err == nil && isDeleted(rec) {
+		err = state.ErrNotFound
+	}
 	if err != nil {
 		stateError(w, err, "response", r.PathValue("id"))
 		return
@@ -237,14 +313,32 @@ func (s *api) getResponse(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(rec.Object, '\n'))
 }
 
+// deleteResponse forgets a response for its client: GET and
+// previous_response_id no longer find it. Its record stays, as a deleted
+// one with its part of a history, for the responses that went on from it
+// (storedHistory), until the key's oldest are forgotten.
 func (s *api) deleteResponse(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := s.State().DeleteResponse(r.Context(), serve.Owner(r), id); err != nil {
+	id, owner := r.PathValue("id"), serve.Owner(r)
+	rec, err := s.State().Response(r.Context(), owner, id)
+	if err == nil && isDeleted(rec) {
+		err = state.ErrNotFound
+	}
+	if err == nil {
+		rec.Object = deletedObject
+		err = s.State().SaveResponse(r.Context(), rec, maxResponses)
+	}
+	if err != nil {
 		stateError(w, err, "response", id)
 		return
 	}
 	writeJSON(w, http.StatusOK, deleted{ID: id, Object: "response", Deleted: true})
 }
+
+// deletedObject is the object of a deleted response's record.
+var deletedObject = json.RawMessage(`{"deleted":true}`)
+
+// isDeleted reports whether rec is a deleted response's.
+func isDeleted(rec state.Response) bool { return bytes.Equal(rec.Object, deletedObject) }
 
 // turnRequest is a response request read and checked: the question, the
 // files to put in /work first, and the container to run in.
@@ -259,17 +353,40 @@ type turnRequest struct {
 	// lease is the container the turn runs in, leased.
 	lease *serve.Lease
 	logs  bool // include code_interpreter_call.outputs
+	// options are the client's sampling, instructions and output budget.
+	options agent.TurnOptions
 }
 
 type namedFile struct {
 	name string
 	data []byte      // inline file_data
 	file *state.File // or an uploaded file
+	// image is the data URL an image came as, which a model that takes
+	// images sees.
+	image string
+	// fetch is an input_image's http(s) URL, fetched once the container's
+	// network policy is known (fetchImages), at param.
+	fetch, param string
+}
+
+// imagesOf are the images among files, as data URLs.
+func imagesOf(files []namedFile) []string {
+	var out []string
+	for _, f := range files {
+		if f.image != "" {
+			out = append(out, f.image)
+		}
+	}
+	return out
 }
 
 func (s *api) createResponse(w http.ResponseWriter, r *http.Request) {
 	var req responseRequest
 	if !decode(w, r, &req) {
+		return
+	}
+	if !hasCodeInterpreter(req.Tools) {
+		s.plainResponse(w, r, &req)
 		return
 	}
 	owner := serve.Owner(r)
@@ -299,12 +416,12 @@ func (s *api) createResponse(w http.ResponseWriter, r *http.Request) {
 			if tr.prev != nil {
 				rewind = tr.prev.history
 			}
-			return conversation.TurnRequest{Question: tr.question, Outputs: tr.outputs,
+			return conversation.TurnRequest{Question: tr.question, Outputs: tr.outputs, Options: tr.options, Images: imagesOf(tr.files),
 				Model: req.Model, ClientTools: &tr.tools, Rewind: &rewind}, b, nil
 		},
 		After: func(ctx context.Context, c *serve.Container, turn conversation.Turn) {
 			if b.resp.Store && turn.History != nil {
-				s.keep(ctx, &storedResponse{owner: owner, container: c.ID, history: turn.History, object: *b.resp})
+				s.keep(ctx, &storedResponse{owner: owner, container: c.ID, history: turn.History, object: *b.resp, parent: tr.prev})
 			}
 			s.Change(ctx, c, func(rec *state.Container) { rec.Last = b.resp.ID })
 		},
@@ -320,6 +437,21 @@ func (s *api) newOutput(ctx context.Context, r *http.Request, w http.ResponseWri
 	if model == "" {
 		model = c.Conversation().Info().Model
 	}
+	resp := newResponseObject(req, model)
+	if tr.prev != nil {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+	b := &outputBuilder{w: w, resp: resp, container: c, outputs: tr.logs, link: s.linker(ctx, r, c),
+		fileID: func(p string) string { return s.FileID(ctx, c, p) }}
+	if req.Stream {
+		b.sse, _ = serve.StartSSE(w) // a connection that cannot stream gets the response whole
+	}
+	b.start()
+	return b
+}
+
+// newResponseObject is the response to req, in progress, on model.
+func newResponseObject(req *responseRequest, model string) *responseObject {
 	resp := &responseObject{ID: serve.NewID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Model: model, Output: []any{}, ParallelToolCalls: true, Store: req.Store == nil || *req.Store,
 		Temperature: 1, TopP: 1, ToolChoice: "auto", Tools: req.Tools, Truncation: "disabled", Metadata: req.Metadata,
@@ -327,22 +459,22 @@ func (s *api) newOutput(ctx context.Context, r *http.Request, w http.ResponseWri
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
+	if resp.Tools == nil {
+		resp.Tools = []toolSpec{}
+	}
 	if req.Instructions != "" {
 		resp.Instructions = &req.Instructions
 	}
 	if req.MaxOutputTokens > 0 {
 		resp.MaxOutputTokens = &req.MaxOutputTokens
 	}
-	if tr.prev != nil {
-		resp.PreviousResponseID = &req.PreviousResponseID
+	if req.Temperature != nil {
+		resp.Temperature = *req.Temperature
 	}
-	b := &outputBuilder{resp: resp, container: c, outputs: tr.logs, baseURL: baseURL(r),
-		fileID: func(p string) string { return s.FileID(ctx, c, p) }}
-	if req.Stream {
-		b.sse, _ = serve.StartSSE(w) // a connection that cannot stream gets the response whole
+	if req.TopP != nil {
+		resp.TopP = *req.TopP
 	}
-	b.start()
-	return b
+	return resp
 }
 
 // readTurn checks a request and finds or makes its container.
@@ -366,10 +498,7 @@ func (s *api) readTurn(ctx context.Context, owner string, req *responseRequest) 
 			return nil, badParam("tools", fmt.Sprintf("terp serve runs the code_interpreter tool; a %q tool is not supported yet", req.Tools[i].Type))
 		}
 	}
-	if tool == nil {
-		return nil, badParam("tools", `give the code_interpreter tool: "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]`)
-	}
-	q, files, outputs, perr := s.readInput(ctx, owner, req.Input)
+	q, files, outputs, instructions, perr := s.readInput(ctx, owner, req.Input)
 	if perr != nil {
 		return nil, perr
 	}
@@ -377,13 +506,21 @@ func (s *api) readTurn(ctx context.Context, owner string, req *responseRequest) 
 	if len(outputs) > 0 && req.PreviousResponseID == "" {
 		return nil, badParam("previous_response_id", "function_call_output items continue a response: give its id as previous_response_id")
 	}
-	if req.Instructions != "" && tr.question != "" {
-		tr.question = "(Instructions for this conversation: " + req.Instructions + ")\n\n" + tr.question
+	if perr := checkSampling(req.Temperature, req.TopP, req.MaxOutputTokens, "max_output_tokens"); perr != nil {
+		return nil, perr
 	}
+	if req.Instructions != "" {
+		instructions = append([]string{req.Instructions}, instructions...)
+	}
+	tr.options = agent.TurnOptions{Instructions: strings.Join(instructions, "\n\n"), MaxOutputTokens: req.MaxOutputTokens,
+		Sampling: llm.Sampling{Temperature: req.Temperature, TopP: req.TopP}}
 	if req.PreviousResponseID != "" {
 		var err error
 		tr.prev, err = s.stored(ctx, owner, req.PreviousResponseID)
+		var perr *paramError
 		switch {
+		case errors.As(err, &perr):
+			return nil, perr
 		case errors.Is(err, state.ErrNotFound):
 			return nil, badParam("previous_response_id", fmt.Sprintf("no response found with id '%s'", req.PreviousResponseID))
 		case err != nil:
@@ -407,6 +544,13 @@ func (s *api) readTurn(ctx context.Context, owner string, req *responseRequest) 
 		return nil, badParam("tools", err.Error())
 	}
 	if named == "" && tr.prev == nil {
+		network := networkPolicy{Type: "disabled"}
+		if auto.Network != nil {
+			network = *auto.Network
+		}
+		if perr := fetchImages(ctx, network, tr.files); perr != nil {
+			return nil, perr
+		}
 		l, perr := s.newContainer(ctx, owner, containerOptions{FileIDs: auto.FileIDs, MemoryLimit: auto.MemoryLimit, Network: auto.Network})
 		if perr != nil {
 			return nil, perr
@@ -422,6 +566,10 @@ func (s *api) readTurn(ctx context.Context, owner string, req *responseRequest) 
 		tr.files = append(tr.files, namedFile{name: f.Filename, file: &f})
 	}
 	id, param, missing := named, "tools.container", fmt.Sprintf("no container found with id '%s'", named)
+	if named == "" && tr.prev.container == "" {
+		return nil, badParam("previous_response_id", fmt.Sprintf("response %s was answered without the code_interpreter tool, in no container: "+
+			"give the tool a container (\"container\": {\"type\": \"auto\"}) without previous_response_id, and the earlier messages as input", req.PreviousResponseID))
+	}
 	if named == "" {
 		id, param = tr.prev.container, "previous_response_id"
 		missing = fmt.Sprintf("the container of response %s (%s) has expired; start a new response without previous_response_id", req.PreviousResponseID, tr.prev.container)
@@ -433,50 +581,57 @@ func (s *api) readTurn(ctx context.Context, owner string, req *responseRequest) 
 	case l == nil:
 		return nil, badParam(param, missing)
 	}
+	if perr := fetchImages(ctx, l.Container().Record().Network, tr.files); perr != nil {
+		l.Release(ctx)
+		return nil, perr
+	}
 	tr.lease = l
 	return tr, nil
 }
 
-// readInput turns input (a string, or an array of items) into the question
-// and the files it attaches.
-func (s *api) readInput(ctx context.Context, owner string, raw json.RawMessage) (string, []namedFile, []agent.ClientOutput, *paramError) {
+// readInput turns input (a string, or an array of items) into the question,
+// the files it attaches, the function outputs it answers calls with, and
+// the instructions of its system and developer messages.
+func (s *api) readInput(ctx context.Context, owner string, raw json.RawMessage) (string, []namedFile, []agent.ClientOutput, []string, *paramError) {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		if strings.TrimSpace(text) == "" {
-			return "", nil, nil, badParam("input", "input is empty")
+			return "", nil, nil, nil, badParam("input", "input is empty")
 		}
-		return text, nil, nil, nil
+		return text, nil, nil, nil, nil
 	}
 	var items []inputItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return "", nil, nil, badParam("input", "input is a string or an array of input items")
+		return "", nil, nil, nil, badParam("input", "input is a string or an array of input items")
 	}
 	var lines []string
 	var files []namedFile
 	var outputs []agent.ClientOutput
+	var instructions []string
+	images := 0
 	for i, it := range items {
 		switch {
 		case it.Type == "function_call_output":
 			if it.CallID == "" {
-				return "", nil, nil, badParam(fmt.Sprintf("input[%d].call_id", i), "a function_call_output names the call_id it answers")
+				return "", nil, nil, nil, badParam(fmt.Sprintf("input[%d].call_id", i), "a function_call_output names the call_id it answers")
 			}
 			out, ok := it.outputText()
 			if !ok {
-				return "", nil, nil, badParam(fmt.Sprintf("input[%d].output", i), "a function_call_output's output is a string or an array of text parts")
+				return "", nil, nil, nil, badParam(fmt.Sprintf("input[%d].output", i), "a function_call_output's output is a string or an array of text parts")
 			}
 			outputs = append(outputs, agent.ClientOutput{CallID: it.CallID, Output: out})
 			continue
 		case it.Type == "function_call":
 			continue // the call being answered, as the client echoes it
 		case it.Type != "" && it.Type != "message":
-			return "", nil, nil, badParam(fmt.Sprintf("input[%d].type", i), fmt.Sprintf("input items of type %q are not supported", it.Type))
+			return "", nil, nil, nil, badParam(fmt.Sprintf("input[%d].type", i), fmt.Sprintf("input items of type %q are not supported", it.Type))
 		}
 		var parts []inputPart
 		var plain string
 		if json.Unmarshal(it.Content, &plain) == nil {
 			parts = []inputPart{{Type: "input_text", Text: plain}}
 		} else if err := json.Unmarshal(it.Content, &parts); err != nil {
-			return "", nil, nil, badParam(fmt.Sprintf("input[%d].content", i), "content is a string or an array of parts")
+			return "", nil, nil, nil, badParam(fmt.Sprintf("input[%d].content", i), "content is a string or an array of parts")
 		}
 		var said []string
 		for j, p := range parts {
@@ -487,11 +642,18 @@ func (s *api) readInput(ctx context.Context, owner string, raw json.RawMessage) 
 			case "input_file":
 				f, perr := s.inputFile(ctx, owner, p, param)
 				if perr != nil {
-					return "", nil, nil, perr
+					return "", nil, nil, nil, perr
+				}
+				files = append(files, f)
+			case "input_image":
+				images++
+				f, perr := s.inputImage(ctx, owner, p, param, images)
+				if perr != nil {
+					return "", nil, nil, nil, perr
 				}
 				files = append(files, f)
 			default:
-				return "", nil, nil, badParam(param+".type", fmt.Sprintf("content parts of type %q are not supported; send text, or files as input_file", p.Type))
+				return "", nil, nil, nil, badParam(param+".type", fmt.Sprintf("content parts of type %q are not supported; send text, files as input_file, images as input_image", p.Type))
 			}
 		}
 		body := strings.Join(said, "\n")
@@ -499,11 +661,13 @@ func (s *api) readInput(ctx context.Context, owner string, raw json.RawMessage) 
 		case "user", "":
 			lines = append(lines, body)
 		case "system", "developer":
-			lines = append(lines, "(Instructions: "+body+")")
+			if strings.TrimSpace(body) != "" {
+				instructions = append(instructions, body)
+			}
 		case "assistant":
 			lines = append(lines, "(You answered earlier: "+body+")")
 		default:
-			return "", nil, nil, badParam(fmt.Sprintf("input[%d].role", i), fmt.Sprintf("role %q is not one of user, assistant, system, developer", it.Role))
+			return "", nil, nil, nil, badParam(fmt.Sprintf("input[%d].role", i), fmt.Sprintf("role %q is not one of user, assistant, system, developer", it.Role))
 		}
 	}
 	q := strings.TrimSpace(strings.Join(lines, "\n\n"))
@@ -512,9 +676,23 @@ func (s *api) readInput(ctx context.Context, owner string, raw json.RawMessage) 
 	case len(files) > 0:
 		q = "Look at the files I uploaded."
 	default:
-		return "", nil, nil, badParam("input", "input has no text")
+		return "", nil, nil, nil, badParam("input", "input has no text")
 	}
-	return q, files, outputs, nil
+	return q, files, outputs, instructions, nil
+}
+
+// checkSampling refuses sampling settings out of OpenAI's ranges, naming
+// the field; maxName names the field of the output bound.
+func checkSampling(temperature, topP *float64, maxTokens int, maxName string) *paramError {
+	switch {
+	case temperature != nil && (*temperature < 0 || *temperature > 2):
+		return badParam("temperature", fmt.Sprintf("temperature is between 0 and 2, not %g", *temperature))
+	case topP != nil && (*topP < 0 || *topP > 1):
+		return badParam("top_p", fmt.Sprintf("top_p is between 0 and 1, not %g", *topP))
+	case maxTokens < 0:
+		return badParam(maxName, fmt.Sprintf("%s is a positive number of tokens, not %d", maxName, maxTokens))
+	}
+	return nil
 }
 
 // inputFile is an input_file part: an uploaded file by id, or inline data.
@@ -556,24 +734,17 @@ func (s *api) putFiles(ctx context.Context, c *serve.Container, files []namedFil
 	return nil
 }
 
-// baseURL is the server's address as the client reached it, for the links
-// in image outputs.
-func baseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
-
 // outputBuilder turns a turn's events into the response's output items,
 // and, when streaming, into OpenAI's events as they happen.
 type outputBuilder struct {
+	// w is the request's, for the log of a failure of terp's own.
+	w         http.ResponseWriter
 	resp      *responseObject
 	container *serve.Container
 	outputs   bool
-	baseURL   string
-	sse       *serve.SSE
+	// link is the link to a file of the container's /work; see linker.
+	link func(path string) string
+	sse  *serve.SSE
 	// fileID is the id of a file of the container's /work.
 	fileID func(path string) string
 
@@ -720,8 +891,11 @@ func (b *outputBuilder) codeOutputs(e agent.ToolOutput) []codeOutput {
 	out := []codeOutput{{Type: "logs", Logs: logs}}
 	for _, f := range e.Files {
 		if isImage(f) {
-			id := b.fileID(f)
-			out = append(out, codeOutput{Type: "image", URL: fmt.Sprintf("%s/v1/containers/%s/files/%s/content", b.baseURL, b.container.ID, id)})
+			url := b.link(f)
+			if url == "" { // too large to link: its content is the container's
+				url = fmt.Sprintf("/v1/containers/%s/files/%s/content", b.container.ID, b.fileID(f))
+			}
+			out = append(out, codeOutput{Type: "image", URL: url})
 		}
 	}
 	return out
@@ -739,7 +913,7 @@ func (b *outputBuilder) End(turn conversation.Turn, err error) {
 	switch {
 	case err != nil:
 		b.resp.Status = "failed"
-		f := failure(err)
+		f := failure(b.w, err)
 		code := f.code
 		if code == "" {
 			code = f.typ
@@ -784,7 +958,7 @@ func (b *outputBuilder) message(res agent.Result) {
 			start, end = len(text), len(text)
 		}
 		a := annotation{Type: "container_file_citation", ContainerID: b.container.ID, FileID: b.fileID(f.Path),
-			Filename: name, StartIndex: start, EndIndex: end}
+			Filename: name, StartIndex: start, EndIndex: end, URL: b.link(f.Path)}
 		b.emit("response.output_text.annotation.added", map[string]any{"item_id": item.ID, "output_index": idx,
 			"content_index": 0, "annotation_index": len(part.Annotations), "annotation": a})
 		part.Annotations = append(part.Annotations, a)

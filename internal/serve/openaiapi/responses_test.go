@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +40,7 @@ type testServer struct {
 
 func newTestServer(t *testing.T, s *llmtest.Server, change ...func(*serve.Config)) *testServer {
 	t.Helper()
-	sc, st := servetest.Config(t, terptest.TempDir(t), s.BaseURL())
+	sc, st := servetest.Config(t, terptest.TempDir(t), servetest.Options{ModelURL: s.BaseURL()})
 	for _, ch := range change {
 		ch(&sc)
 	}
@@ -332,35 +332,46 @@ func TestResponsesImagesTheCodeSaved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shown := map[string]bool{}
-	cited := map[string]string{} // file id: name
+	shown := map[string]bool{}   // link
+	cited := map[string]string{} // link: name
 	for _, item := range resp.Output {
 		switch item.Type {
 		case "code_interpreter_call":
 			for _, o := range item.AsCodeInterpreterCall().Outputs {
 				if o.Type == "image" {
-					shown[path.Base(path.Dir(o.AsImage().URL))] = true // .../files/ID/content
+					shown[o.AsImage().URL] = true
 				}
 			}
 		case "message":
 			for _, part := range item.AsMessage().Content {
 				for _, a := range part.Annotations {
 					if a.Type == "container_file_citation" {
-						cited[a.FileID] = a.Filename
+						// terp's own field: the link to the file's copy.
+						cited[a.URL] = a.Filename
 					}
 				}
 			}
 		}
 	}
 	for _, name := range []string{"chart.png", "chart.webp"} {
-		id := ""
-		for fid, n := range cited {
+		link := ""
+		for l, n := range cited {
 			if n == name {
-				id = fid
+				link = l
 			}
 		}
-		if id == "" || !shown[id] {
-			t.Errorf("%s: cited as %q, shown as an image %v; want both (citations %v, images %v)", name, id, shown[id], cited, shown)
+		if link == "" || !shown[link] {
+			t.Errorf("%s: cited as %q, shown as an image %v; want both, by the same link (citations %v, images %v)", name, link, shown[link], cited, shown)
+			continue
+		}
+		got, err := http.Get(link) // no key: a page that renders the answer
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(got.Body)
+		got.Body.Close()
+		if got.StatusCode != http.StatusOK || string(b) != "image" {
+			t.Errorf("%s: its link answered %d %q", name, got.StatusCode, b)
 		}
 	}
 }
@@ -469,7 +480,8 @@ func TestResponsesBadRequests(t *testing.T) {
 	ts := newTestServer(t, llmtest.New(t))
 	for _, tt := range []struct{ name, body, param string }{
 		{"not json", `{"model":`, ""},
-		{"no tool", `{"model":"m","input":"hi"}`, "tools"},
+		{"a function without a name", `{"model":"m","input":"hi","tools":[{"type":"function"}]}`, "tools[0].name"},
+		{"a file without the code interpreter", `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}`, "input[0].content[0].type"},
 		{"unknown container", `{"model":"m","input":"hi","tools":[{"type":"code_interpreter","container":"cntr_nope"}]}`, "tools.container"},
 		{"unknown previous", `{"model":"m","input":"hi","previous_response_id":"resp_nope","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "previous_response_id"},
 		{"unknown file", `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-nope"}]}],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "input[0].content[0].file_id"},
@@ -577,5 +589,93 @@ func TestContainerCap(t *testing.T) {
 	}
 	if _, err := bob.Containers.New(ctx(t), openai.ContainerNewParams{Name: "bob's"}); err != nil {
 		t.Errorf("another key is held to alice's cap: %v", err)
+	}
+}
+
+// A response that goes on from another is stored as the messages it added
+// (every wholeEvery-th whole), and read back whole: a long chat does not
+// store its history again with each answer. A response whose earlier part
+// was forgotten says so.
+func TestResponsesStoreTheirHistoryOnce(t *testing.T) {
+	n := wholeEvery + 2
+	var steps []llmtest.Step
+	for i := range n {
+		steps = append(steps, llmtest.Fixed(llmtest.Answer(fmt.Sprintf("answer %d", i))))
+	}
+	s := llmtest.New(t, append(steps, func(req llmtest.Request) llmtest.Reply {
+		var said []string
+		for _, m := range req.Messages {
+			if m.Role == "assistant" {
+				said = append(said, m.Content)
+			}
+		}
+		return llmtest.Answer(strings.Join(said, ","))
+	}, llmtest.Fixed(llmtest.Answer("after the deleted one")))...)
+	ts := newTestServer(t, s)
+	client := ts.client(aliceKey)
+	var ids []string
+	prev := ""
+	for i := range n + 1 {
+		params := responses.ResponseNewParams{Model: "test-model", Tools: []responses.ToolUnionParam{codeInterpreter()},
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("question %d", i))}}
+		if prev != "" {
+			params.PreviousResponseID = openai.String(prev)
+		}
+		resp, err := client.Responses.New(ctx(t), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = resp.ID
+		ids = append(ids, resp.ID)
+	}
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("answer %d", i))
+	}
+	last, _ := client.Responses.Get(ctx(t), ids[n], responses.ResponseGetParams{})
+	if last.OutputText() != strings.Join(want, ",") {
+		t.Errorf("the last response's model saw the answers %q; want every one before it", last.OutputText())
+	}
+	whole := 0
+	for i, id := range ids {
+		rec, err := ts.srv.State().Response(ctx(t), "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.History[0] == '[' {
+			whole++
+		} else if i == 0 {
+			t.Errorf("the first response is stored as a part: %.80s", rec.History)
+		}
+	}
+	if whole != 2 {
+		t.Errorf("%d of %d responses were stored whole; want the first and the %dth", whole, len(ids), wholeEvery+1)
+	}
+	// A deleted response is gone for its client, not for those that went
+	// on from it.
+	if err := client.Responses.Delete(ctx(t), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Responses.Get(ctx(t), ids[0], responses.ResponseGetParams{}); err == nil {
+		t.Error("a deleted response is still found")
+	}
+	if _, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model", PreviousResponseID: openai.String(ids[0]),
+		Tools: []responses.ToolUnionParam{codeInterpreter()}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("again")}}); err == nil {
+		t.Error("a deleted response is still gone on from")
+	}
+	after, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model", PreviousResponseID: openai.String(ids[2]),
+		Tools: []responses.ToolUnionParam{codeInterpreter()}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and on")}})
+	if err != nil || after.OutputText() != "after the deleted one" {
+		t.Errorf("going on from a response after the deleted one: %v", err)
+	}
+	// Forgotten, as the oldest are: the second can no longer be read whole.
+	if err := ts.srv.State().DeleteResponse(ctx(t), "alice", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "test-model", PreviousResponseID: openai.String(ids[1]),
+		Tools: []responses.ToolUnionParam{codeInterpreter()}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("again")}})
+	var apiErr *openai.Error
+	if !errorsAs(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, "was forgotten") {
+		t.Errorf("going on from a response whose earlier part is gone: %v; want a 400 saying so", err)
 	}
 }

@@ -24,6 +24,8 @@ import (
 //	containers/ID.json                     a container's record
 //	responses/OWNER/NANOS-ID.json          a stored response (OWNER in hex)
 //	usage.json                             tokens per owner per day
+//	gone.json                              answers of removed containers
+//	secret                                 the servers' Secret
 //
 // Every record is written to a temporary file, synced and renamed over the
 // old one, so a server killed at any moment leaves each record whole.
@@ -35,13 +37,26 @@ type Dir struct {
 	files      map[string]File
 	containers map[string]Container
 	usage      map[string]map[string]int64
+	// gone are the remembered answers of removed containers: when each
+	// was removed, by digest, by owner.
+	gone map[string]map[string]time.Time
+
+	// rateMu guards each key's bucket of requests per minute.
+	rateMu  sync.Mutex
+	buckets map[string]*bucket
+	// placesMu guards the places held for containers being made, and the
+	// secret. It is taken before mu, never after.
+	placesMu sync.Mutex
+	places   map[string]place
+	secret   []byte
 }
 
 var _ State = (*Dir)(nil)
 
 // OpenDir opens (creating) the state under dir.
 func OpenDir(dir string) (*Dir, error) {
-	d := &Dir{dir: dir, files: map[string]File{}, containers: map[string]Container{}, usage: map[string]map[string]int64{}}
+	d := &Dir{dir: dir, files: map[string]File{}, containers: map[string]Container{}, usage: map[string]map[string]int64{}, gone: map[string]map[string]time.Time{},
+		buckets: map[string]*bucket{}, places: map[string]place{}}
 	for _, sub := range []string{"files", "containers", "responses"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("open the server's state: %w", err)
@@ -83,13 +98,15 @@ func (d *Dir) load() error {
 			d.containers[c.ID] = c
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(d.dir, "usage.json"))
-	if err == nil {
-		if err := json.Unmarshal(b, &d.usage); err != nil {
-			return fmt.Errorf("usage.json: %w", err)
+	for name, v := range map[string]any{"usage.json": &d.usage, "gone.json": &d.gone} {
+		b, err := os.ReadFile(filepath.Join(d.dir, name))
+		if err == nil {
+			if err := json.Unmarshal(b, v); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
 	}
 	return nil
 }
@@ -114,7 +131,9 @@ func readFile(b []byte) (File, bool) {
 }
 
 // validID refuses ids that could name a path: they come from URLs.
-var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
+var validID = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
+})
 
 // Where is the state's directory.
 func (d *Dir) Where() string { return d.dir }
@@ -132,7 +151,7 @@ func (d *Dir) Check(context.Context) error {
 }
 
 func (d *Dir) PutFile(_ context.Context, f File, content io.Reader, max int64) (File, error) {
-	if !validID.MatchString(f.ID) {
+	if !validID().MatchString(f.ID) {
 		return f, fmt.Errorf("file id %q is not an id", f.ID)
 	}
 	dir := filepath.Join(d.dir, "files", f.ID)
@@ -187,7 +206,7 @@ func (d *Dir) File(_ context.Context, owner, id string) (File, error) {
 }
 
 func (d *Dir) OpenFile(_ context.Context, f File) (io.ReadCloser, error) {
-	if !validID.MatchString(f.ID) {
+	if !validID().MatchString(f.ID) {
 		return nil, ErrNotFound
 	}
 	return os.Open(filepath.Join(d.dir, "files", f.ID, "content"))
@@ -225,7 +244,7 @@ func (d *Dir) DeleteFile(ctx context.Context, owner, id string) error {
 }
 
 func (d *Dir) SaveContainer(_ context.Context, c Container) error {
-	if !validID.MatchString(c.ID) {
+	if !validID().MatchString(c.ID) {
 		return fmt.Errorf("container id %q is not an id", c.ID)
 	}
 	b, err := json.Marshal(c)
@@ -285,7 +304,7 @@ func (d *Dir) responses(owner string) string {
 }
 
 func (d *Dir) SaveResponse(_ context.Context, r Response, keep int) error {
-	if !validID.MatchString(r.ID) {
+	if !validID().MatchString(r.ID) {
 		return fmt.Errorf("response id %q is not an id", r.ID)
 	}
 	dir := d.responses(r.Owner)
@@ -320,7 +339,7 @@ func (d *Dir) SaveResponse(_ context.Context, r Response, keep int) error {
 
 // responseFile is the file of owner's response id.
 func (d *Dir) responseFile(owner, id string) (string, error) {
-	if !validID.MatchString(id) {
+	if !validID().MatchString(id) {
 		return "", ErrNotFound
 	}
 	m, err := filepath.Glob(filepath.Join(d.responses(owner), "*-"+id+".json"))
@@ -396,6 +415,36 @@ func (d *Dir) Usage(_ context.Context, owner, day string) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.usage[owner][day], nil
+}
+
+func (d *Dir) AddGone(_ context.Context, owner string, digests []string, at, forget time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	answers := d.gone[owner]
+	if answers == nil {
+		answers = map[string]time.Time{}
+		d.gone[owner] = answers
+	}
+	for k, t := range answers {
+		if t.Before(forget) {
+			delete(answers, k)
+		}
+	}
+	for _, k := range digests {
+		answers[k] = at
+	}
+	b, err := json.Marshal(d.gone)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(d.dir, "gone.json"), b)
+}
+
+func (d *Dir) Gone(_ context.Context, owner, digest string) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.gone[owner][digest]
+	return ok, nil
 }
 
 // writeAtomic writes b to path through a synced temporary file renamed

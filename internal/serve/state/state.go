@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -51,6 +52,40 @@ type State interface {
 	AddUsage(ctx context.Context, owner, day string, tokens int64) (int64, error)
 	Usage(ctx context.Context, owner, day string) (int64, error)
 
+	// TakeRequest spends one of owner's requests at now under a limit of
+	// rpm a minute: a bucket that holds rpm and refills at rpm a minute,
+	// so a key may send rpm requests at once, then one each 60/rpm
+	// seconds. An empty bucket spends nothing: ok is false and wait says
+	// how long until a request is back. A shared state counts the requests
+	// every replica took; the directory counts in memory, for its process.
+	TakeRequest(ctx context.Context, owner string, rpm int, now time.Time) (wait time.Duration, ok bool, err error)
+
+	// HoldPlace holds a place for the container id of owner's while it is
+	// made, if it leaves the live containers within most, counting the
+	// saved ones and the places held, each id once; a place over most is a
+	// *FullError. Two servers holding the last place at once cannot both
+	// get it. A place counts until ReleasePlace, which the server calls
+	// once the container is saved (or was not made), or for PlaceLifetime
+	// after now: a replica that died making a container leaves its place
+	// for that long.
+	HoldPlace(ctx context.Context, owner, id string, most Most, now time.Time) error
+	ReleasePlace(ctx context.Context, id string) error
+
+	// Secret is a random key that every server sharing the state reads
+	// the same, made on first use: a replica signs with it what the others
+	// must believe of it and a client must not be able to say (that it
+	// counted a request it forwards).
+	Secret(ctx context.Context) ([]byte, error)
+
+	// AddGone remembers the answers a container of owner's gave (digests,
+	// as Container.Replies), once it is removed, until forget: a chat
+	// client that goes on from one is told its container is gone. It
+	// forgets owner's answers remembered before forget.
+	AddGone(ctx context.Context, owner string, digests []string, at, forget time.Time) error
+	// Gone reports whether digest is an answer AddGone remembers for
+	// owner.
+	Gone(ctx context.Context, owner, digest string) (bool, error)
+
 	// Check fails when the state cannot be written: /readyz asks it.
 	Check(ctx context.Context) error
 	// Where names the state in messages.
@@ -64,6 +99,33 @@ var ErrNotFound = errors.New("not found")
 
 // ErrTooLarge is returned by PutFile for content over its bound.
 var ErrTooLarge = errors.New("the file is too large")
+
+// Most bounds the live containers (open or paused, until deleted or
+// expired) that HoldPlace leaves: Owner's, and All of everyone's together;
+// 0 is no bound.
+type Most struct {
+	Owner, All int
+}
+
+// PlaceLifetime is how long a place HoldPlace held counts unless it is
+// released: longer than making a container takes (a sandbox on a remote
+// backend, its files copied in).
+const PlaceLifetime = 10 * time.Minute
+
+// FullError is HoldPlace's refusal: Held containers, besides the one
+// asked for, are live or being made, which is as many as the bound allows.
+// All says the bound is everyone's together (Most.All), not the owner's.
+type FullError struct {
+	All  bool
+	Held int
+}
+
+func (e *FullError) Error() string {
+	if e.All {
+		return fmt.Sprintf("%d containers are live, the most the server may hold", e.Held)
+	}
+	return fmt.Sprintf("%d of the key's containers are live, the most it may have", e.Held)
+}
 
 // File is an uploaded file.
 type File struct {
@@ -105,12 +167,18 @@ type Container struct {
 	// ValueApart keeps a cell's trailing value out of its output, for a
 	// protocol that shows it apart (Jupyter's execute_result).
 	ValueApart bool `json:"value_apart,omitempty"`
+	// Fresh runs every exec as a new Python program (see
+	// serve.ContainerSpec).
+	Fresh bool `json:"fresh,omitempty"`
 	// Replica is the address of the terp serve replica it is open in,
 	// which the others forward its requests to; "" while it is paused.
 	Replica string `json:"replica,omitempty"`
 	// KeepConversation keeps the conversation stored when the container
 	// is removed (see serve.ContainerSpec).
 	KeepConversation bool `json:"keep_conversation,omitempty"`
+	// Ref is what a protocol's client names it by where that is not its
+	// id (see serve.ContainerSpec), for a restarted server to find it.
+	Ref string `json:"ref,omitempty"`
 }
 
 // Expired reports whether c is past its expiry at now.

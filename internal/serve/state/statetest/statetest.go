@@ -3,12 +3,14 @@
 package statetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,6 +190,201 @@ func Run(t *testing.T, open func(t *testing.T) state.State, reopen func(t *testi
 		}
 		if err := st.Check(ctx); err != nil {
 			t.Fatalf("Check: %v", err)
+		}
+	})
+	t.Run("Gone", func(t *testing.T) {
+		st := open(t)
+		day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		if err := st.AddGone(ctx, "alice", []string{"a1", "a2"}, day, day.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if reopen != nil {
+			st = reopen(t, st)
+		}
+		for _, c := range []struct {
+			owner, digest string
+			want          bool
+		}{{"alice", "a1", true}, {"alice", "a2", true}, {"alice", "a3", false}, {"bob", "a1", false}} {
+			if got, err := st.Gone(ctx, c.owner, c.digest); err != nil || got != c.want {
+				t.Errorf("Gone(%s, %s) = %v, %v; want %v", c.owner, c.digest, got, err, c.want)
+			}
+		}
+		// A later removal forgets what is older than its forget.
+		if err := st.AddGone(ctx, "alice", []string{"a3"}, day.Add(48*time.Hour), day.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		for digest, want := range map[string]bool{"a1": false, "a3": true} {
+			if got, err := st.Gone(ctx, "alice", digest); err != nil || got != want {
+				t.Errorf("after forgetting: Gone(alice, %s) = %v, %v; want %v", digest, got, err, want)
+			}
+		}
+	})
+	t.Run("Requests", func(t *testing.T) {
+		st := open(t)
+		t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+		take := func(owner string, at time.Duration) (time.Duration, bool) {
+			t.Helper()
+			wait, ok, err := st.TakeRequest(ctx, owner, 3, t0.Add(at))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wait, ok
+		}
+		for i := range 3 {
+			if _, ok := take("alice", 0); !ok {
+				t.Fatalf("request %d of a burst of 3 a minute refused", i+1)
+			}
+		}
+		for _, tt := range []struct {
+			at   time.Duration
+			ok   bool
+			wait time.Duration
+		}{
+			{0, false, 20 * time.Second},
+			{5 * time.Second, false, 15 * time.Second},
+			{20 * time.Second, true, 0},
+			{20 * time.Second, false, 20 * time.Second},
+		} {
+			wait, ok := take("alice", tt.at)
+			if ok != tt.ok || (wait-tt.wait).Abs() > time.Millisecond {
+				t.Errorf("at +%v: ok %v, wait %v; want %v, %v", tt.at, ok, wait, tt.ok, tt.wait)
+			}
+		}
+		if _, ok := take("bob", 0); !ok {
+			t.Error("bob's request was refused for alice's")
+		}
+		// An hour idle refilled the bucket to 3, not to 180.
+		passed := 0
+		for ; passed < 10; passed++ {
+			if _, ok := take("alice", time.Hour); !ok {
+				break
+			}
+		}
+		if passed != 3 {
+			t.Errorf("after an hour idle %d passed at once; want 3", passed)
+		}
+		// Taken at once, by as many servers, 10 a minute let 10 through.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		took := 0
+		for range 20 {
+			wg.Go(func() {
+				_, ok, err := st.TakeRequest(ctx, "carol", 10, t0)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if ok {
+					took++
+				}
+			})
+		}
+		wg.Wait()
+		if took != 10 {
+			t.Errorf("20 requests at once under 10 a minute: %d passed, want 10", took)
+		}
+	})
+	t.Run("Places", func(t *testing.T) {
+		st := open(t)
+		now := time.Now().Truncate(time.Millisecond)
+		most := state.Most{Owner: 2, All: 3}
+		hold := func(owner, id string, at time.Time) error {
+			t.Helper()
+			err := st.HoldPlace(ctx, owner, id, most, at)
+			var full *state.FullError
+			if err != nil && !errors.As(err, &full) {
+				t.Fatalf("HoldPlace(%s, %s): %v", owner, id, err)
+			}
+			return err
+		}
+		wantFull := func(err error, all bool, held int) {
+			t.Helper()
+			var full *state.FullError
+			if !errors.As(err, &full) || full.All != all || full.Held != held {
+				t.Errorf("got %v; want a FullError with All %v, Held %d", err, all, held)
+			}
+		}
+		if err := hold("alice", "cntr_1", now); err != nil {
+			t.Fatal(err)
+		}
+		// Saved, it counts once, as a record and as a place.
+		if err := st.SaveContainer(ctx, state.Container{ID: "cntr_1", Owner: "alice", CreatedAt: now, LastActive: now, Minutes: 20}); err != nil {
+			t.Fatal(err)
+		}
+		if err := hold("alice", "cntr_2", now); err != nil {
+			t.Fatalf("alice's second of 2: %v", err)
+		}
+		// Held again, a place counts once.
+		if err := hold("alice", "cntr_2", now); err != nil {
+			t.Fatalf("alice's second of 2, held again: %v", err)
+		}
+		wantFull(hold("alice", "cntr_3", now), false, 2)
+		if err := hold("bob", "cntr_b1", now); err != nil {
+			t.Fatalf("bob's first, the third of 3: %v", err)
+		}
+		wantFull(hold("bob", "cntr_b2", now), true, 3)
+		if err := st.ReleasePlace(ctx, "cntr_2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := hold("alice", "cntr_3", now); err != nil {
+			t.Fatalf("after a place was released: %v", err)
+		}
+		// Places of servers that died making them count no longer than
+		// PlaceLifetime; saved containers count until deleted.
+		later := now.Add(state.PlaceLifetime + time.Minute)
+		if err := hold("bob", "cntr_b2", later); err != nil {
+			t.Fatalf("after the places' lifetime: %v", err)
+		}
+		if err := hold("alice", "cntr_4", later); err != nil {
+			t.Fatal(err)
+		}
+		wantFull(hold("alice", "cntr_5", later), false, 2)
+		if err := st.DeleteContainer(ctx, "alice", "cntr_1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := hold("alice", "cntr_5", later); err != nil {
+			t.Fatalf("after a container was deleted: %v", err)
+		}
+		// Held at once, by as many servers, only the free places are taken.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		held := 0
+		for i := range 8 {
+			wg.Go(func() {
+				err := st.HoldPlace(ctx, "carol", fmt.Sprintf("cntr_c%d", i), state.Most{Owner: 3}, now)
+				var full *state.FullError
+				if err != nil && !errors.As(err, &full) {
+					t.Error(err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					held++
+				}
+			})
+		}
+		wg.Wait()
+		if held != 3 {
+			t.Errorf("8 places held at once under a bound of 3: %d held, want 3", held)
+		}
+	})
+	t.Run("Secret", func(t *testing.T) {
+		st := open(t)
+		a, err := st.Secret(ctx)
+		if err != nil || len(a) < 32 {
+			t.Fatalf("Secret = %x, %v; want 32 bytes or more", a, err)
+		}
+		if b, err := st.Secret(ctx); err != nil || !bytes.Equal(a, b) {
+			t.Fatalf("a second Secret = %x, %v; want the first, %x", b, err, a)
+		}
+		if reopen != nil {
+			if b, err := reopen(t, st).Secret(ctx); err != nil || !bytes.Equal(a, b) {
+				t.Fatalf("after a restart: %x, %v; want %x", b, err, a)
+			}
+		}
+		if b, err := open(t).Secret(ctx); err != nil || bytes.Equal(a, b) {
+			t.Fatalf("another state's secret: %x, %v; want another", b, err)
 		}
 	})
 }
