@@ -7,52 +7,11 @@ import (
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
-// analysisSteps are five tool calls of a typical analysis of
-// examples/sales.csv, each importing and loading what it needs, as a model
-// writes them when it does not count on a persistent session (and as it
-// must in script mode).
-var analysisSteps = []string{
-	`import pandas as pd
-df = pd.read_csv("/work/sales.csv")
-print(df.shape)
-print(df.describe())`,
-
-	`import pandas as pd
-df = pd.read_csv("/work/sales.csv", parse_dates=["month"])
-df["growth_pct"] = df["revenue"].pct_change() * 100
-print(df.round(2).to_string(index=False))`,
-
-	`import pandas as pd
-import matplotlib.pyplot as plt
-df = pd.read_csv("/work/sales.csv", parse_dates=["month"])
-fig, ax = plt.subplots(figsize=(8, 4))
-ax.plot(df["month"], df["revenue"], marker="o")
-ax.set_title("Monthly revenue")
-ax.set_ylabel("revenue")
-fig.autofmt_xdate()
-fig.tight_layout()
-fig.savefig("/work/chart.png", dpi=100)
-plt.close(fig)
-print("saved /work/chart.png")`,
-
-	`import pandas as pd
-df = pd.read_csv("/work/sales.csv", parse_dates=["month"])
-df["rolling_3"] = df["revenue"].rolling(3).mean()
-print(df.tail(6).to_string(index=False))`,
-
-	`import pandas as pd
-df = pd.read_csv("/work/sales.csv", parse_dates=["month"])
-growth = df["revenue"].pct_change()
-best = df.loc[growth.idxmax(), "month"]
-print(f"total revenue {df['revenue'].sum():,}")
-print(f"mean monthly growth {growth.mean() * 100:.2f}%")
-print(f"best month {best:%Y-%m} ({growth.max() * 100:.1f}%)")`,
-}
-
 // firstStep is a first tool call that needs pandas and matplotlib.
-var firstStep = analysisSteps[2]
+var firstStep = terptest.AnalysisSteps[2]
 
 // modelLatency stands for the model writing its first tool call, which the
 // prewarm imports overlap with.
@@ -92,7 +51,7 @@ func BenchmarkFiveStepAnalysis(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, step := range analysisSteps {
+			for _, step := range terptest.AnalysisSteps {
 				benchRun(b, k, step)
 			}
 			if err := k.Close(); err != nil {
@@ -116,7 +75,7 @@ func BenchmarkFiveStepAnalysis(b *testing.B) {
 			// slower than they are.
 			benchRun(b, k, "import numpy")
 			b.StartTimer()
-			for _, step := range analysisSteps {
+			for _, step := range terptest.AnalysisSteps {
 				benchRun(b, k, step)
 			}
 			b.StopTimer()
@@ -125,10 +84,22 @@ func BenchmarkFiveStepAnalysis(b *testing.B) {
 			}
 		}
 	})
+	// Script mode preloads the same modules as kernel mode prewarms; the
+	// steps are timed once the preload is over, as in mode=kernel,ready.
 	b.Run("mode=script", func(b *testing.B) {
+		s := startKernel(b, benchSandbox(b), Options{Fresh: true, Prewarm: DefaultPrewarm})
+		benchRun(b, s, "import pandas, matplotlib")
+		for b.Loop() {
+			for _, step := range terptest.AnalysisSteps {
+				benchRun(b, s, step)
+			}
+		}
+	})
+	// Script mode as it was before the preload: every step imports.
+	b.Run("mode=script,prewarm=off", func(b *testing.B) {
 		s := startKernel(b, benchSandbox(b), Options{Fresh: true})
 		for b.Loop() {
-			for _, step := range analysisSteps {
+			for _, step := range terptest.AnalysisSteps {
 				benchRun(b, s, step)
 			}
 		}
@@ -140,16 +111,20 @@ func BenchmarkFiveStepAnalysis(b *testing.B) {
 func BenchmarkFirstStep(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
+		fresh   bool
 		prewarm []string
 	}{
-		{"prewarm=on", DefaultPrewarm},
-		{"prewarm=off", nil},
+		{"prewarm=on", false, DefaultPrewarm},
+		{"prewarm=off", false, nil},
+		// Script mode's preload, and script mode as it was before it.
+		{"mode=script,prewarm=on", true, DefaultPrewarm},
+		{"mode=script,prewarm=off", true, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			sbx := benchSandbox(b)
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				k, err := Start(context.Background(), sbx, Options{Prewarm: bc.prewarm})
+				k, err := Start(context.Background(), sbx, Options{Fresh: bc.fresh, Prewarm: bc.prewarm})
 				if err != nil {
 					b.Fatal(err)
 				}

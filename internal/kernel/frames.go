@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -34,12 +35,11 @@ const frameStall = 2 * time.Second
 // buffered whole unless it is a control message within maxControl.
 type frameReader struct {
 	br    *bufio.Reader
-	buf   []byte      // reused to copy output payloads
 	stall *stallWatch // nil unless watchStalls was called
 }
 
 func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{br: bufio.NewReaderSize(r, maxChunk+maxHeader), buf: make([]byte, 32<<10)}
+	return &frameReader{br: bufio.NewReaderSize(r, maxChunk+maxHeader)}
 }
 
 // watchStalls makes the reader call broken, once and from another
@@ -141,6 +141,21 @@ func (sw *stallWatch) progress() (busy bool, complete uint64) {
 // byte returns io.EOF; anything else that is not a valid header is a
 // protocol error.
 func (fr *frameReader) header() (frameHeader, error) {
+	// A header that has arrived whole is taken at once; the worker writes
+	// each frame in one call, so it nearly always has. The loop below
+	// reads one that is still arriving, or one too long to be a header.
+	if buffered, _ := fr.br.Peek(min(fr.br.Buffered(), maxHeader+1)); len(buffered) > 0 {
+		if i := bytes.IndexByte(buffered, '\n'); i >= 0 {
+			line := string(buffered[:i])
+			_, _ = fr.br.Discard(i + 1)
+			fr.stall.await("a frame header")
+			h, err := parseHeader(line)
+			if err == nil {
+				fr.stall.await("a frame's payload")
+			}
+			return h, err
+		}
+	}
 	var line []byte
 	for {
 		c, err := fr.br.ReadByte()
@@ -215,16 +230,22 @@ func isHex(s string) bool {
 	return true
 }
 
-// copyPayload copies the next n bytes to w through the reused buffer, so
-// output of any size costs no allocation.
+// copyPayload copies the next n bytes to w straight from the reader's
+// buffer, so output of any size costs no allocation and one copy fewer.
+// w must not keep the slice it is given.
 func (fr *frameReader) copyPayload(w io.Writer, n int) error {
 	for n > 0 {
-		k, err := io.ReadFull(fr.br, fr.buf[:min(n, len(fr.buf))])
+		// Whole pieces only, as many bytes as the buffer holds at most: the
+		// part of a frame cut off halfway is never passed on.
+		chunk, err := fr.br.Peek(min(n, fr.br.Size()))
 		if err != nil {
 			return fmt.Errorf("%w: stream ended inside a frame", errProtocol)
 		}
+		k := len(chunk)
 		fr.stall.hold()
-		if _, err := w.Write(fr.buf[:k]); err != nil {
+		_, err = w.Write(chunk)
+		_, _ = fr.br.Discard(k)
+		if err != nil {
 			return err
 		}
 		n -= k

@@ -32,7 +32,7 @@ type Options struct {
 	// Python's start nor the sandbox's. A timeout kills the run and all it
 	// started at once, with no interrupt first; a fresh worker never loses
 	// anything the next run could miss, so its notices speak of the run
-	// alone. Prewarm must be empty.
+	// alone. Prewarm works there too: see Prewarm.
 	Fresh bool
 	// Prewarm lists modules the worker imports as soon as it starts, while
 	// the model is still writing its first request. "matplotlib" also
@@ -45,6 +45,13 @@ type Options struct {
 	// machine has idle cores (see IdleCoreGate in worker.py), so many
 	// kernels on a few cores (a batch) do not spend their CPU on imports
 	// their code may never need.
+	//
+	// In fresh mode the worker imports them before it forks the runs, and
+	// each run still starts as a new interpreter: a module it does not
+	// import is not in its sys.modules, and one it imports comes with the
+	// state its import left, not what an earlier run did to it (Preload in
+	// worker.py). A run whose code imports only the standard library never
+	// waits for them.
 	Prewarm []string
 	// MaxStdout and MaxStderr bound what is kept of each run's output, in
 	// bytes, head and tail (see sandbox.Capture). Zero means
@@ -117,9 +124,6 @@ var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 // exec.CommandContext. Pass a context that lives as long as the
 // conversation, and call Close when done.
 func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, error) {
-	if opt.Fresh && len(opt.Prewarm) > 0 {
-		return nil, errors.New("prewarm: a fresh-mode (script) worker imports nothing ahead of a run")
-	}
 	for _, m := range opt.Prewarm {
 		if !moduleName.MatchString(m) {
 			return nil, fmt.Errorf("prewarm: %q is not a Python module name", m)
@@ -432,18 +436,32 @@ func (k *Kernel) interrupt(w *worker, s *runSink, timeout time.Duration, cause e
 	_ = w.proc.Signal(sandbox.SIGINT)
 	t := time.NewTimer(k.opt.Grace)
 	defer t.Stop()
-	select {
-	case d := <-s.done:
-		res := k.finished(s, d)
-		res.TimedOut = cause == nil
-		res.Outcome, res.Restart = outcome, nil
-		if k.opt.Fresh {
-			// The worker killed the run's processes, with SIGKILL.
-			res.ExitCode = exitCode
+	// Halfway through the grace, SIGINT again, as a Jupyter user presses
+	// interrupt twice: a run that CI saw miss the first one now and then
+	// (its Python slept on, the cause not found) gets a second chance
+	// before its session is lost. Code still cleaning up after the first
+	// gets a KeyboardInterrupt in its handler, which ends the run the same.
+	again := time.NewTimer(k.opt.Grace / 2)
+	defer again.Stop()
+wait:
+	for {
+		select {
+		case d := <-s.done:
+			res := k.finished(s, d)
+			res.TimedOut = cause == nil
+			res.Outcome, res.Restart = outcome, nil
+			if k.opt.Fresh {
+				// The worker killed the run's processes, with SIGKILL.
+				res.ExitCode = exitCode
+			}
+			return res, cause
+		case <-again.C:
+			_ = w.proc.Signal(sandbox.SIGINT)
+		case <-w.gone:
+			break wait
+		case <-t.C:
+			break wait
 		}
-		return res, cause
-	case <-w.gone:
-	case <-t.C:
 	}
 	if w.awaitVerdict() {
 		res, err := k.crashed(w, s)

@@ -12,7 +12,8 @@ import (
 // with pipes on the worker's stdin, stdout and stderr. The worker moves all
 // three to private descriptors at once and points fd 0, 1 and 2 at
 // /dev/null, so the code it runs can neither read requests nor print into
-// the channel; its own stdout and stderr are per-run pipes the worker reads.
+// the channel; its own stdout and stderr are pipes the worker reads (kept for
+// the worker's life in kernel mode, made for each run in script mode).
 //
 // Requests, terp to worker, are JSON lines on the worker's stdin, one per
 // run, sent only after the ready frame and after the previous run's done:

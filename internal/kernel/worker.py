@@ -17,11 +17,12 @@ subprocess gets them) and point fd 0, 1 and 2 at /dev/null:
   - the worker's own diagnostics (and faulthandler's report of a crash) go to
     the private copy of the original stderr.
 
-For each run, fresh pipes are dup2'ed onto fd 1 and 2, so everything written
-there (print, os.write, C extensions, subprocesses that inherit them) is read
-back by two threads and forwarded as frames. After the run fd 1 and 2 point
-at /dev/null again, which closes the pipes' last write ends once the run's
-processes are gone, and the reader threads end at EOF.
+In kernel mode fd 1 and 2 are pipes for the worker's life (Output), so
+everything written there (print, os.write, C extensions, subprocesses that
+inherit them) is read back by two threads and forwarded as frames of the
+run in progress; at the run's end, once the run's processes are gone, the
+main thread sends what is left in the pipes itself. In fresh mode each
+run's child gets fresh pipes, read by threads that end at EOF.
 
 Protocol (see protocol.go for the full contract). A request is one JSON line,
 {"nonce": "<hex>", "code": "<python source>"}. Every response is a frame: a
@@ -36,9 +37,11 @@ compiles it, and forks a child that runs it as the main program of a clean
 interpreter (FreshWorker), with the run's pipes on fd 1 and 2, then sends the
 child's exit status in done, with what the child reported on a pipe of its
 own as it ended: the exception that ended it and the images display()
-saved. SIGINT kills the child at once. There is no
-prewarm, no figure saving and no value shown: a run is `python3 main.py`,
-minus the interpreter's and the sandbox's start. The notebook layer works
+saved. SIGINT kills the child at once. There is no figure saving and no
+value shown: a run is `python3 main.py`, minus the interpreter's and the
+sandbox's start, and minus the import of the --prewarm modules, which this
+process makes once and hands to each child as the code imports them
+(Preload). The notebook layer works
 there too: a cell's IPython syntax is made Python in this process, before
 the fork, and the child gets the builtins; nothing a child does reaches
 this process, so no run leaves anything for the next.
@@ -61,7 +64,7 @@ Prewarm. The modules named by --prewarm are imported in a thread of their
 own, and the ready frame does not wait for them: a run that imports nothing
 beyond the standard library never pays for them, and one that imports more
 (or sys, importlib, multiprocessing or concurrent: WAITING_STDLIB) waits for
-them to end.
+them to end; in fresh mode (Preload), only for those it imports.
 Between runs the thread imports only while the machine has idle
 cores (IdleCoreGate).
 
@@ -92,6 +95,7 @@ import json
 import linecache
 import os
 import re
+import select
 import signal
 import site
 import stat
@@ -99,6 +103,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 
 # ast, tokenize and traceback (and importlib.abc, which imports
 # importlib.resources) cost tens of milliseconds at start-up, which a
@@ -109,6 +114,7 @@ WORK_DIR = "/work"
 CHUNK = 64 << 10  # largest out/err frame payload
 MAX_REPR = 20000  # characters of a trailing expression's repr shown
 READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
+OUTPUT_DELAY = 0.002  # seconds the first output after a quiet spell waits (Output)
 READER_BACKLOG = 4 << 20  # bytes of it forwarded, at most, while waiting (join_readers)
 TRACEBACK_LIMIT = 16 << 10  # characters of a traceback the done frame carries
 REPORT_LIMIT = 512 << 10  # bytes of a fresh-mode child's report read (read_report)
@@ -119,6 +125,7 @@ PREWARM_THREAD = "terp-prewarm"  # the thread that makes the prewarm imports
 NOTEBOOK_FILE = os.path.join(WORK_DIR, ".terp", "notebook.py")  # the notebook layer
 NOTEBOOK_MODULE = "_terp_notebook"  # its name in sys.modules once loaded
 NOTEBOOK_CACHE = os.path.join(WORK_DIR, ".terp", "notebook.cache")  # its compiled code
+TERP_MODULES = {NOTEBOOK_MODULE, BACKEND}  # terp's own modules, never preloaded ones
 
 # Where the packages a run installs go: the user site under PYTHONUSERBASE,
 # which terp sets to the conversation's package directory (internal/egress
@@ -155,10 +162,12 @@ class Channel:
         self.dropped = set()  # runs whose late output was dropped, logged once
         self.severed = False  # set in a forked child, which must send nothing
         self.forwarded = 0  # bytes of output sent, for Worker.join_readers
+        self.between = False  # output between runs was dropped, and logged
 
     def begin(self, nonce):
         with self.lock:
             self.open = nonce
+            self.between = False
 
     def send(self, nonce, kind, payload, last=False):
         """Sends a frame of the open run; last closes the run, so that no
@@ -167,7 +176,7 @@ class Channel:
             # Not even the lock: a thread of the parent may have held it at
             # the fork, and in the child nobody will release it.
             return
-        data = memoryview(b"TERP %s %s %d\n" % (nonce.encode(), kind.encode(), len(payload)) + payload)
+        header = b"TERP %s %s %d\n" % (nonce.encode(), kind.encode(), len(payload))
         with self.lock:
             if nonce != self.open:
                 if nonce not in self.dropped:
@@ -176,10 +185,26 @@ class Channel:
                 return
             if last:
                 self.open = None
-            while data:
-                n = os.write(self.fd, data)
-                data = data[n:]
+            # Header and payload in one call, without copying the payload
+            # behind the header.
+            n = os.writev(self.fd, (header, payload))
+            if n < len(header) + len(payload):  # a signal cut it short
+                data = memoryview(header + payload)[n:]
+                while data:
+                    data = data[os.write(self.fd, data):]
             self.forwarded += len(payload)
+
+    def send_open(self, kind, payload):
+        """Sends output as a frame of the open run; between runs it is
+        dropped, and said so once."""
+        with self.lock:
+            nonce = self.open
+        if nonce is None:
+            if not self.between:
+                self.between = True
+                self.log("dropped %s output written between runs" % kind)
+            return
+        self.send(nonce, kind, payload)
 
     def send_last(self, nonce, kind, obj):
         """Sends the last frame of a run (done) or of the start-up (ready)."""
@@ -191,6 +216,103 @@ class Channel:
         from the child never reaches terp."""
         self.severed = True
         os.dup2(devnull, self.fd, inheritable=False)
+
+
+class Output:
+    """One of a kernel's output streams: a pipe on fd 1 or fd 2 for the
+    worker's life, and a thread that forwards what arrives in it as the open
+    run's frames.
+
+    Both are kept from run to run. Making two pipes and starting two threads
+    for each run, and waiting at its end for the threads to see EOF, cost a
+    plain cell (print(1)) most of its time. Instead the run's end drains the
+    pipe itself (drain): the thread reads and sends under a lock, so once
+    the main thread holds the lock and finds the pipe empty, everything
+    written before has been sent, and no thread has to wake.
+
+    Output written between runs (by a thread the code left running) is
+    dropped, as before it went to /dev/null; a thread that prints on goes
+    into the next run's output, as in Jupyter. Fresh mode makes pipes and
+    threads for each run instead: it forks the run's process, and a process
+    forked while other threads live inherits only the forking one, with
+    whatever locks the others held.
+    """
+
+    def __init__(self, fd, kind, chan, log):
+        self.fd = fd
+        self.kind = kind
+        self.chan = chan
+        self.log = log
+        self.lock = threading.Lock()
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        self.read_fd = private_fd(r, close=True)
+        self.pipe = os.fstat(self.read_fd).st_ino  # both ends share it
+        # No copy of the write end is kept: fd is the only one, which the
+        # code cannot find among the worker's descriptors to write into.
+        os.dup2(w, fd)
+        os.close(w)
+        self.eof = False
+        self.thread = threading.Thread(target=self.forward, name="terp-" + kind, daemon=True)
+        self.thread.start()
+
+    def attached(self):
+        """Whether fd is still this pipe: the code may have closed it or
+        pointed it elsewhere. One fstat."""
+        try:
+            return os.fstat(self.fd).st_ino == self.pipe
+        except OSError:
+            return False
+
+    def forward(self):
+        poller = select.poll()
+        poller.register(self.read_fd, select.POLLIN)
+        last = 0.0  # when output last came
+        try:
+            while not self.eof:
+                poller.poll()
+                if time.monotonic() - last > OUTPUT_DELAY:
+                    # The first output after a quiet spell waits a little:
+                    # a short run (print(1)) ends meanwhile and sends it
+                    # itself (drain), and this thread, which needs the GIL
+                    # the code holds, does not slow it down. Output that
+                    # keeps coming is sent as it comes.
+                    time.sleep(OUTPUT_DELAY)
+                with self.lock:
+                    if self.pump(READER_BACKLOG):
+                        last = time.monotonic()
+        except OSError as e:  # the code closed the descriptor
+            self.log("forwarding %s: %s" % (self.kind, e))
+        # At EOF (the code closed fd and nothing else holds the pipe) the
+        # next run makes a new one.
+
+    def pump(self, limit):
+        """Sends what the pipe holds as frames, until it is empty or limit
+        bytes were sent, and returns how many were; called with the lock."""
+        sent = 0
+        while sent < limit and not self.eof:
+            try:
+                data = os.read(self.read_fd, CHUNK)
+            except BlockingIOError:
+                break
+            if not data:
+                self.eof = True
+                break
+            self.chan.send_open(self.kind, data)
+            sent += len(data)
+        return sent
+
+    def drain(self):
+        """Sends what the run left in the pipe, but no more than
+        READER_BACKLOG bytes: what still comes after that comes from
+        something the run left writing (a thread of the code's), not from
+        the run's backlog."""
+        with self.lock:
+            if self.pump(READER_BACKLOG) >= READER_BACKLOG:
+                self.log("output still arriving at the end of run %s" % self.chan.open)
+
+    def alive(self):
+        return self.thread.is_alive()
 
 
 class Worker:
@@ -216,6 +338,7 @@ class Worker:
         # not wait.
         self.prewarmed = None
         self.notebook = None  # the notebook layer (Notebook), set in main
+        self.outputs = []  # the Output on fd 1 and fd 2, made by the first run
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         # Replacing the module makes pickle, `if __name__ == "__main__"` and
@@ -240,14 +363,7 @@ class Worker:
         started = time.monotonic()
         self.running.set()
         self.chan.begin(nonce)
-        readers = []
-        for fd, kind in ((1, "out"), (2, "err")):
-            r, w = os.pipe()
-            os.dup2(w, fd)
-            os.close(w)
-            t = threading.Thread(target=self.forward, args=(r, nonce, kind), daemon=True)
-            t.start()
-            readers.append(t)
+        self.attach_outputs()
         self.std.bind()
         add_user_site()
         # A mask the last run left would keep this one from being interrupted.
@@ -261,9 +377,8 @@ class Worker:
             write_quietly(self.std.stderr, "terp: could not save the open figures: %s\n" % e)
         self.std.flush()
         kill_descendants(self.log)
-        os.dup2(self.devnull, 1)
-        os.dup2(self.devnull, 2)
-        self.join_readers(readers)
+        for out in self.outputs:
+            out.drain()
         self.running.clear()
         self.chan.send_last(nonce, "done", {
             "exit_code": exit_code,
@@ -274,6 +389,17 @@ class Worker:
             "cell": self.cell,
             "seconds": round(time.monotonic() - started, 6),
         })
+
+    def attach_outputs(self):
+        """Makes fd 1 and fd 2 the pipes of this worker's Outputs: at the
+        first run, and again when the code closed one or its thread ended."""
+        for i, (fd, kind) in enumerate(((1, "out"), (2, "err"))):
+            if i == len(self.outputs):
+                self.outputs.append(Output(fd, kind, self.chan, self.log))
+            elif not (self.outputs[i].alive() and self.outputs[i].attached()):
+                # The old one's thread ends at its pipe's EOF, or forwards
+                # what a copy of its fd the code kept writes.
+                self.outputs[i] = Output(fd, kind, self.chan, self.log)
 
     def join_readers(self, readers):
         """Waits for a run's output readers to reach EOF: as long as they
@@ -429,6 +555,7 @@ class FreshWorker(Worker):
     def __init__(self, chan, diag, devnull):
         super().__init__(chan, diag, devnull)
         self.child = 0  # the running child's pid
+        self.preload = None  # the modules imported ahead of the runs (Preload)
 
     def run(self, nonce, code):
         self.cell += 1
@@ -436,6 +563,13 @@ class FreshWorker(Worker):
         started = time.monotonic()
         self.chan.begin(nonce)
         write_script(code, self.log)
+        if not self.await_preload(code):
+            # terp's timeout came while the run waited: there is no child
+            # to kill, and nothing ran.
+            self.chan.send_last(nonce, "done", {
+                "exit_code": 130, "interrupted": True, "figures": [], "value": None, "exception": None,
+                "cell": self.cell, "seconds": round(time.monotonic() - started, 6)})
+            return
         try:
             # Compiled here, not in the child: a first compile in a new
             # process costs milliseconds, in this one microseconds. The
@@ -449,9 +583,18 @@ class FreshWorker(Worker):
         report_r, report_w = os.pipe()
         # Forked before the reader threads start: the child of a process
         # with threads inherits only the forking one, and Python 3.12 warns
-        # of it.
+        # of it. The preload thread's IdleCoreGate waits holding the import
+        # lock that os.fork takes: it lets go while running is set. Unlike a
+        # kernel's cell, the run never waits for the preload once forked, so
+        # running is cleared again at once: on a busy machine the imports
+        # would take their CPU from the run (from the steps of a model that
+        # answers at once: benchmark against the seed's loop, docs).
+        self.running.set()
         pid = os.fork()
+        self.running.clear()
         if pid == 0:
+            if self.preload is not None:
+                self.preload.enter_child()
             for fd, (r, w) in zip((1, 2), pipes):
                 os.dup2(w, fd)
                 os.close(w)
@@ -486,6 +629,33 @@ class FreshWorker(Worker):
             done["signal"] = os.WTERMSIG(status)
             done["exception"] = None  # what the child said before it was killed, if anything
         self.chan.send_last(nonce, "done", done)
+
+    def await_preload(self, code):
+        """Waits for the preload of the modules the code imports beyond
+        the standard library (all of it if the code imports one that is not
+        preloaded), and returns False if terp's SIGINT (a timeout) came
+        first. A child forked before the preload ended gets what was
+        imported whole by then (Preload.enter_child): so the first step of
+        a pandas analysis need not wait for matplotlib. Code that imports
+        only the standard library does not wait at all, so a preload never
+        holds a plain run up."""
+        if self.preload is None or self.preload.done.is_set():
+            return True
+        # Set before the parse imports ast, whose module lock the preload
+        # thread may hold while the IdleCoreGate holds it back: now it does not.
+        self.running.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            tops = imports_beyond_stdlib(code)
+            if tops != set():
+                self.preload.wait_for(tops)
+            return True
+        except KeyboardInterrupt:
+            self.sigint = True
+            return False
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.running.clear()
 
     def on_sigint(self, signum, frame):
         self.sigint = True
@@ -700,7 +870,10 @@ def compile_cell(code, filename, source=None):
     import ast
 
     tree = ast.parse(code, filename, "exec")
-    imports = any(not stdlib_only(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+    # Walking the tree costs as much as parsing a short cell; a cell that
+    # never says import imports nothing.
+    imports = "import" in code and any(not stdlib_only(node) for node in ast.walk(tree)
+                                       if isinstance(node, (ast.Import, ast.ImportFrom)))
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(source or code):
         last = ast.Expression(tree.body.pop().value)
@@ -717,9 +890,9 @@ def compile_cell(code, filename, source=None):
 WAITING_STDLIB = {"sys", "importlib", "multiprocessing", "concurrent"}
 
 
-def stdlib_only(node):
+def stdlib_only(node, waiting=WAITING_STDLIB):
     """Whether an import statement imports only standard library modules
-    outside WAITING_STDLIB (a relative import does not)."""
+    outside waiting (a relative import does not)."""
     import ast
 
     if isinstance(node, ast.ImportFrom):
@@ -727,10 +900,39 @@ def stdlib_only(node):
     else:
         names = [alias.name for alias in node.names]
     tops = [n.split(".")[0] for n in names]
-    return bool(tops) and all(t in sys.stdlib_module_names and t not in WAITING_STDLIB for t in tops)
+    return bool(tops) and all(t in sys.stdlib_module_names and t not in waiting for t in tops)
+
+
+def imports_beyond_stdlib(code):
+    """The top-level names of the modules beyond the standard library that
+    a script-mode run's code imports, for which it waits for the preload;
+    None when they cannot be told (a relative import, or code that is not
+    Python yet: IPython's syntax), which waits for all of it. Unlike a
+    kernel's cell (see WAITING_STDLIB), importing sys or forking does not
+    make it wait: its child never sees the preload's half-imported modules
+    (Preload.enter_child)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    tops = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not stdlib_only(node, waiting=()):
+            if isinstance(node, ast.ImportFrom):
+                if node.level or not node.module:
+                    return None
+                tops.add(node.module.split(".")[0])
+            else:
+                tops.update(alias.name.split(".")[0] for alias in node.names)
+    return tops - set(sys.stdlib_module_names)
 
 
 def ends_with_semicolon(code):
+    if ";" not in code:
+        # No need to tokenize, which costs more than compiling a short cell.
+        return False
     import tokenize
 
     skip = {tokenize.ENDMARKER, tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,
@@ -1037,7 +1239,17 @@ def reap():
 
 
 def kill_descendants(log):
-    """Kills every process the run started, however it detached itself."""
+    """Kills every process the run started, however it detached itself.
+
+    A run that started none costs one waitpid: a process with no children
+    has no descendants, since the worker is a subreaper and a process whose
+    parent died becomes its child. Scanning /proc costs a tenth of a
+    millisecond even in a sandbox's own pid namespace, a third of a plain
+    cell's time."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return
     me = os.getpid()
     for attempt in range(200):
         procs = descendants(me)
@@ -1504,18 +1716,345 @@ class IdleCoreGate:
         return running - 1 >= self.cores
 
 
-def prewarm_modules(names):
+def prewarm_imports(name):
+    """The imports a prewarm of the module name makes, in order."""
+    if name == "matplotlib":
+        # pyplot builds the font cache; Agg is what the first plot needs.
+        return [name, "matplotlib.pyplot", "matplotlib.backends.backend_agg"]
+    return [name]
+
+
+def prewarm_modules(names, imported=None):
+    """Imports the prewarm modules and returns those that failed, with why.
+    imported, if given, is called after each import with its name."""
     failed = {}
     for name in names:
         try:
-            importlib.import_module(name)
-            if name == "matplotlib":
-                # pyplot builds the font cache; Agg is what the first plot needs.
-                importlib.import_module("matplotlib.pyplot")
-                importlib.import_module("matplotlib.backends.backend_agg")
+            for each in prewarm_imports(name):
+                importlib.import_module(each)
+                if imported is not None:
+                    imported(each)
         except BaseException as e:  # noqa: BLE001 - SystemExit from a module too
             failed[name] = "%s: %s" % (type(e).__name__, e)
     return failed
+
+
+class Preload:
+    """Script mode's prewarm: the modules of --prewarm, imported in the
+    worker before it forks the runs, so that a run's `import pandas` costs
+    microseconds instead of half a second, while the run still starts as a
+    fresh interpreter would.
+
+    A fresh interpreter has none of them in sys.modules, and whether a
+    module is there changes what code does (matplotlib.use switches
+    backends once pyplot is imported, libraries look for pandas there
+    before they handle its types), so once they are imported the worker
+    takes them out of its sys.modules again, as it was before the preload
+    (base), and a finder (PreloadFinder) hands a child a module the preload
+    imported when the code imports it: the same object, already executed,
+    with the modules its own import would have added, which are those its
+    import added in the worker, those it imported that were there already
+    (ImportTracer) and the preloaded ones it refers to (edges). So after
+    `import pandas` a run sees pandas, numpy and their dependencies, but
+    not matplotlib, as with `python3 main.py`. Doing that in the worker,
+    once, leaves a child nothing to undo: it touches none of the preloaded
+    objects, whose pages it would copy, until the code imports them.
+
+    What else the imports changed is put back: the warnings filters they
+    added are taken out with the modules and come back with the module
+    that added them, and numpy's legacy global RandomState, seeded once at
+    its import, is seeded again in each child (Python's random reseeds
+    itself after a fork). Everything else
+    the modules hold (matplotlib's rcParams and figures, pandas' options) is
+    as the import left it, since the worker runs no code of the model's:
+    each child gets its own copy of the worker's memory.
+
+    The imports run in a thread of their own, after the worker is ready,
+    and only while a core is idle (IdleCoreGate), as a kernel's prewarm.
+    A run whose code imports more than the standard library waits for them
+    (FreshWorker.await_preload); any other run is forked at once, and its
+    child drops what the thread had imported so far (enter_child).
+    """
+
+    def __init__(self, names, worker):
+        self.names = names
+        self.worker = worker
+        self.done = threading.Event()  # set once every import is over
+        self.progress = threading.Condition()  # notified as each module of names is imported
+        self.ready = frozenset()  # the top-level names of the modules of names imported so far
+        self.base = frozenset(sys.modules)
+        self.base_filters = list(warnings.filters)
+        # The modules imported so far (in their order) and, for each, the
+        # names of those its import brings, both as of the last module of
+        # names imported: a child forked before the end gets these.
+        self.modules = {}
+        self.edges = {}
+        self.filters = {}  # an import's name -> the warnings filters it added
+        self.gate = IdleCoreGate(worker.running)
+        self.tracer = ImportTracer()
+        self.finder = None  # the worker's, set once the modules are put aside
+
+    def start(self):
+        threading.Thread(target=self.load, name=PREWARM_THREAD, daemon=True).start()
+        return self
+
+    def load(self):
+        gate = self.gate
+        gate.thread = self.tracer.thread = threading.get_ident()
+        sys.meta_path.insert(0, gate)
+        self.tracer.install()
+        self.groups = {}
+        try:
+            for name in self.names:
+                for failed, why in prewarm_modules([name], self.imported).items():
+                    self.worker.log("prewarm %s: %s" % (failed, why))
+                self.checkpoint(name)
+            self.tracer.uninstall()
+            # Only what was there before the preload is left, and the
+            # finder brings the rest back on demand, in this process too
+            # (an import of the notebook layer's, say, which every later
+            # run then sees, as it would without a preload).
+            for name in self.modules:
+                sys.modules.pop(name, None)
+            warnings.filters[:] = self.base_filters
+            filters_changed()
+            self.finder = PreloadFinder(self, dict(self.modules))
+            sys.meta_path.insert(0, self.finder)
+            # A child's collections must not touch the preloaded objects'
+            # pages, which would copy them (see main).
+            gc.freeze()
+        except Exception as e:  # noqa: BLE001 - a preload never stops the worker
+            self.worker.log("preload: %s" % e)
+        finally:
+            self.tracer.uninstall()
+            if gate in sys.meta_path:
+                sys.meta_path.remove(gate)
+            self.done.set()
+            with self.progress:
+                self.progress.notify_all()
+
+    def imported(self, name):
+        """Notes what the import of name, one of prewarm_imports', added."""
+        before = set(self.modules).union(*self.groups.values())
+        self.groups[name] = [m for m in sys.modules if m not in self.base and m not in before]
+        earlier = [f for fs in self.filters.values() for f in fs]
+        self.filters[name] = [f for f in warnings.filters if f not in self.base_filters and f not in earlier]
+
+    def checkpoint(self, name):
+        """Publishes the modules imported so far, once the prewarm module
+        name is, so that a run needing no more need not wait for the rest."""
+        modules = {n: m for n, m in sys.modules.items() if n not in self.base and n not in TERP_MODULES}
+        edges = module_edges(modules)
+        for importer, names in self.tracer.imports.items():
+            if importer in edges:
+                edges[importer].update(n for n in names if n in modules and n != importer)
+        for imported, group in self.groups.items():
+            if imported in edges:
+                edges[imported].update(n for n in group if n in modules)
+        self.edges = edges  # first: a child forked in between has more edges than modules
+        self.modules = modules
+        with self.progress:
+            self.ready = self.ready | {name.split(".")[0]}
+            self.progress.notify_all()
+
+    def wait_for(self, tops):
+        """Waits until the modules named by tops (top-level names) are
+        imported, or all of them when tops is None or names one that is
+        not a prewarm module."""
+        with self.progress:
+            self.progress.wait_for(lambda: self.done.is_set() or (tops is not None and tops <= self.ready))
+
+    def enter_child(self):
+        """Makes a just-forked child's interpreter what it was before the
+        preload, with the preloaded modules at hand. After the preload the
+        worker has put them aside already; before, the child does."""
+        if self.done.is_set():
+            if self.finder is not None:
+                reseed_numpy(self.finder.hidden, self.worker.log)
+            return
+        # The thread that was importing is gone: a module it was importing
+        # stays locked forever, and half executed. What it had imported
+        # whole by the last checkpoint is handed over as after the preload;
+        # the child imports anything else itself, with locks of its own.
+        # What the thread left is kept alive (it may still be referred to),
+        # not used.
+        modules = self.modules
+        self.leftovers = {n: sys.modules.pop(n) for n in list(sys.modules)
+                          if n not in self.base and n not in TERP_MODULES}
+        warnings.filters[:] = self.base_filters
+        filters_changed()
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self.gate and not isinstance(f, PreloadFinder)]
+        self.tracer.uninstall()
+        forget_module_locks()
+        if modules:
+            hidden = dict(modules)
+            reseed_numpy(hidden, self.worker.log)
+            sys.meta_path.insert(0, PreloadFinder(self, hidden))
+
+
+def reseed_numpy(modules, log):
+    """Seeds numpy's legacy global RandomState, which numpy seeded once at
+    its import in the worker, anew in a child, from the OS's entropy."""
+    legacy = modules.get("numpy.random")
+    if legacy is not None:
+        try:
+            legacy.seed()
+        except Exception as e:  # noqa: BLE001
+            log("reseeding numpy.random: %s" % e)
+
+
+class PreloadFinder:
+    """The finder and loader of the preloaded modules that were put aside
+    (see Preload), first on sys.meta_path: importing one puts it back in
+    sys.modules with what its import brings, in the order the preload
+    imported them, instead of executing it again. A module the code removes
+    from sys.modules and imports again is executed afresh, as Python
+    would."""
+
+    def __init__(self, preload, hidden):
+        self.preload = preload
+        self.hidden = hidden
+        self.specs = {}  # the modules' own specs, by name, between find_spec and create_module
+        self.restoring = {}  # the same, by the module's id, until exec_module
+
+    def find_spec(self, name, path, target=None):
+        module = self.hidden.get(name)
+        if module is None:
+            return None
+        own = getattr(module, "__spec__", None)
+        self.specs[name] = own
+        spec = importlib.machinery.ModuleSpec(name, self, origin=getattr(own, "origin", None))
+        spec.submodule_search_locations = getattr(own, "submodule_search_locations", None)
+        return spec
+
+    def create_module(self, spec):
+        name = spec.name
+        bring, todo = set(), [name]
+        while todo:
+            n = todo.pop()
+            if n in bring or n not in self.hidden:
+                continue
+            bring.add(n)
+            todo.extend(self.preload.edges.get(n, ()))
+        # The module itself goes in as the import machinery puts it there.
+        bring.discard(name)
+        for n in [n for n in self.preload.modules if n in bring]:
+            sys.modules[n] = self.hidden.pop(n)
+        bring.add(name)
+        added = [f for n in bring for f in self.preload.filters.get(n, ()) if f not in warnings.filters]
+        if added:
+            warnings.filters[:0] = added
+            filters_changed()
+        module = self.hidden.pop(name)
+        self.restoring[id(module)] = self.specs.pop(name, None)
+        return module
+
+    def exec_module(self, module):
+        # The import machinery gave the module this finder's spec; a
+        # module's own says where it came from (importlib.resources reads it).
+        module.__spec__ = self.restoring.pop(id(module), None)
+
+
+class ImportTracer:
+    """Records, in the preload thread, which modules each module imports,
+    those already imported too, which no finder sees: matplotlib imports
+    dateutil (with importlib.import_module, binding nothing), which pandas
+    imported first, and a run's `import matplotlib` must bring it all the
+    same. It wraps builtins.__import__, which import statements and C
+    extensions' imports call once it is replaced, and
+    importlib.import_module."""
+
+    def __init__(self):
+        self.thread = None
+        self.imports = {}  # an importing module's name -> the names it imported
+        self.saved = None  # the originals, while installed
+
+    def install(self):
+        original_import, original_import_module = builtins.__import__, importlib.import_module
+        self.saved = original_import, original_import_module
+        tracer = self
+
+        def traced_import(name, globals=None, locals=None, fromlist=(), level=0):
+            module = original_import(name, globals, locals, fromlist, level)
+            if threading.get_ident() == tracer.thread and globals:
+                tracer.record(globals.get("__name__"), name, globals.get("__package__"), level, fromlist)
+            return module
+
+        def traced_import_module(name, package=None):
+            module = original_import_module(name, package)
+            if threading.get_ident() == tracer.thread:
+                importer = sys._getframe(1).f_globals.get("__name__")
+                tracer.record(importer, module.__name__, None, 0, ())
+            return module
+
+        builtins.__import__, importlib.import_module = traced_import, traced_import_module
+
+    def uninstall(self):
+        if self.saved is not None:
+            builtins.__import__, importlib.import_module = self.saved
+            self.saved = None
+
+    def record(self, importer, name, package, level, fromlist):
+        if not isinstance(importer, str):
+            return
+        try:
+            if level:
+                name = importlib._bootstrap._resolve_name(name, package or importer, level)
+        except (ImportError, ValueError, AttributeError, TypeError):
+            return
+        names = self.imports.setdefault(importer, set())
+        names.add(name)
+        for attr in fromlist or ():
+            if isinstance(attr, str) and attr != "*":
+                names.add(name + "." + attr)  # a submodule's name, if it is one
+
+
+def module_edges(modules):
+    """For each module in modules, by name, the others among them it refers
+    to: the modules, classes and functions its namespace holds, and its
+    package. Its own submodules, bound in its namespace once imported, are
+    not: `import matplotlib` does not import matplotlib.pyplot."""
+    edges = {}
+    for name, module in modules.items():
+        refs = set()
+        parent = name.rpartition(".")[0]
+        if parent in modules:
+            refs.add(parent)
+        try:
+            values = list(vars(module).values())
+        except TypeError:
+            values = []
+        for v in values:
+            try:
+                if isinstance(v, types.ModuleType):
+                    ref = v.__name__
+                elif isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType)):
+                    ref = v.__module__
+                else:
+                    continue
+            except Exception:  # noqa: BLE001 - a strange object's attributes
+                continue
+            if isinstance(ref, str) and ref in modules and ref != name and not ref.startswith(name + "."):
+                refs.add(ref)
+        edges[name] = refs
+    return edges
+
+
+def filters_changed():
+    """Tells the warnings module its filters changed, as filterwarnings does."""
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if mutated is not None:
+        mutated()
+
+
+def forget_module_locks():
+    """Drops the per-module import locks of a forked child's parent, which
+    threads that do not exist in the child may hold (CPython re-creates only
+    the global import lock after a fork)."""
+    for attr in ("_module_locks", "_blocking_on"):
+        locks = getattr(getattr(importlib, "_bootstrap", None), attr, None)
+        if isinstance(locks, dict):
+            locks.clear()
 
 
 def main():
@@ -1573,6 +2112,8 @@ def main():
         # What the worker made so far is never freed: the collector leaves
         # it alone, so a child's collections do not copy its pages.
         gc.freeze()
+        if prewarm:
+            worker.preload = Preload(prewarm, worker).start()
     chan.begin(nonce)
     chan.send_last(nonce, "ready", {"python": sys.version.split()[0], "pid": os.getpid()})
 

@@ -14,17 +14,22 @@ import (
 // (usually the headers and the first rows) and its end (usually the error or
 // the result), so both are kept and the middle is counted and dropped.
 //
-// Memory is allocated once, in NewCapture, and never grows, however much is
-// written. Capture is safe for concurrent use; the usual pattern is one
-// goroutine copying a command's output into it and String called after the
-// command is done.
+// Memory never grows past the limit, however much is written: the head
+// grows with what is written up to its half, and the tail is allocated
+// whole once the head is full, so that a run that prints a line (most of
+// them) costs a few bytes, not the limit zeroed. Once both are full, writes
+// allocate nothing. Capture is safe for concurrent use; the usual pattern is
+// one goroutine copying a command's output into it and String called after
+// the command is done.
 type Capture struct {
-	mu    sync.Mutex
-	head  []byte // the first bytes written, up to cap(head)
-	tail  []byte // ring buffer holding the last bytes written after head filled
-	pos   int    // where the next tail byte goes
-	full  bool   // the ring has wrapped at least once
-	total int64
+	mu       sync.Mutex
+	head     []byte // the first bytes written, up to headSize
+	headSize int
+	tailSize int
+	tail     []byte // ring buffer holding the last bytes written after head filled; nil until then
+	pos      int    // where the next tail byte goes
+	full     bool   // the ring has wrapped at least once
+	total    int64
 }
 
 // NewCapture returns a Capture keeping at most limit bytes. A limit of zero or
@@ -33,11 +38,7 @@ func NewCapture(limit int) *Capture {
 	if limit < 0 {
 		limit = 0
 	}
-	headSize := limit / 2
-	return &Capture{
-		head: make([]byte, 0, headSize),
-		tail: make([]byte, limit-headSize),
-	}
+	return &Capture{headSize: limit / 2, tailSize: limit - limit/2}
 }
 
 // Write keeps what fits in the head and the tail and counts the rest. It never
@@ -48,13 +49,22 @@ func (c *Capture) Write(p []byte) (int, error) {
 	n := len(p)
 	c.total += int64(n)
 
-	if room := cap(c.head) - len(c.head); room > 0 {
+	if room := c.headSize - len(c.head); room > 0 {
 		k := min(room, len(p))
+		if len(c.head)+k > cap(c.head) {
+			// Doubling, as append would, but never past headSize.
+			grown := make([]byte, len(c.head), min(max(2*cap(c.head), len(c.head)+k, 256), c.headSize))
+			copy(grown, c.head)
+			c.head = grown
+		}
 		c.head = append(c.head, p[:k]...)
 		p = p[k:]
 	}
-	if len(p) == 0 || len(c.tail) == 0 {
+	if len(p) == 0 || c.tailSize == 0 {
 		return n, nil
+	}
+	if c.tail == nil {
+		c.tail = make([]byte, c.tailSize)
 	}
 	if len(p) >= len(c.tail) {
 		// Only the last len(tail) bytes can survive this write.

@@ -1,8 +1,8 @@
 // Package sandbox defines where the model's code runs. A backend creates one
 // sandbox per conversation; the agent loop writes files into /work, runs
 // commands there and reads back what the code saved. Backends live in
-// subpackages (local, docker, cpuos) and are held to the same
-// rules: files live in WorkDir, output is bounded while it is read, a command
+// subpackages (local, docker, cpuos, kubernetes; pod is what terp sandbox
+// serve runs inside a Kubernetes pod) and are held to the same rules: files live in WorkDir, output is bounded while it is read, a command
 // that times out is killed together with every child, the host environment
 // never enters the sandbox and the network is off unless configured.
 package sandbox
@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -190,6 +191,20 @@ const (
 	SIGTERM Signal = "TERM"
 	SIGKILL Signal = "KILL"
 )
+
+// Number is the signal's number on this machine, for a backend that sends
+// it to processes of its own.
+func (s Signal) Number() (syscall.Signal, error) {
+	switch s {
+	case SIGINT:
+		return syscall.SIGINT, nil
+	case SIGTERM:
+		return syscall.SIGTERM, nil
+	case SIGKILL:
+		return syscall.SIGKILL, nil
+	}
+	return 0, fmt.Errorf("signal %q is not supported", string(s))
+}
 
 // Sandbox is one isolated place for one conversation's code.
 type Sandbox interface {

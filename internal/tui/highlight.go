@@ -5,10 +5,9 @@ import (
 
 	"github.com/alecthomas/chroma/v2"
 	"github.com/alecthomas/chroma/v2/formatters"
-	"github.com/alecthomas/chroma/v2/lexers"
-	"github.com/alecthomas/chroma/v2/styles"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/terpdev/terp/internal/highlight"
 	"github.com/terpdev/terp/internal/sanitize"
 )
 
@@ -22,8 +21,8 @@ type highlighter struct {
 
 func newHighlighter(style, format string) *highlighter {
 	h := &highlighter{
-		lexer: chroma.Coalesce(lexers.Get("python")),
-		style: styles.Get(style),
+		lexer: chroma.Coalesce(highlight.Python()),
+		style: highlight.Style(style),
 		memo:  newMemo(64),
 	}
 	if format != "" {
@@ -42,7 +41,7 @@ func (h *highlighter) render(code string, width int) []string {
 	}
 	clean := strings.ReplaceAll(sanitize.Terminal(strings.TrimRight(code, "\n")), "\t", "    ")
 	out := clean
-	if h.formatter != nil && h.lexer != nil {
+	if h.formatter != nil && h.style != nil {
 		if it, err := h.lexer.Tokenise(nil, clean); err == nil {
 			var b strings.Builder
 			if err := h.formatter.Format(&b, h.style, it); err == nil {

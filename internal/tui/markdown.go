@@ -3,12 +3,13 @@ package tui
 import (
 	"regexp"
 	"strings"
+	"sync"
 
-	"github.com/charmbracelet/glamour"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 
 	"github.com/terpdev/terp/internal/sanitize"
+	"github.com/terpdev/terp/internal/tui/glamour"
 )
 
 // markdown renders the model's answers with glamour. Building a glamour
@@ -73,12 +74,14 @@ func (m *markdown) renderer(width int) (*glamour.TermRenderer, error) {
 
 // trailingBlank is the padding glamour ends every line with: spaces, each
 // wrapped in its own colour.
-var trailingBlank = regexp.MustCompile("(?:\x1b\\[[0-9;]*m| )+$")
+var trailingBlank = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("(?:\x1b\\[[0-9;]*m| )+$")
+})
 
 // trimRight drops that padding, which would otherwise be drawn cell by
 // cell and keep lines from being shorter than the screen.
 func trimRight(line string) string {
-	trimmed := trailingBlank.ReplaceAllString(line, "")
+	trimmed := trailingBlank().ReplaceAllString(line, "")
 	if trimmed == line {
 		return line
 	}

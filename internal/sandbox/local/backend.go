@@ -251,7 +251,7 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 	if err := b.check(ctx, true); err != nil {
 		return nil, err
 	}
-	if !idPattern.MatchString(string(id)) {
+	if !idPattern().MatchString(string(id)) {
 		return nil, fmt.Errorf("resume sandbox %q: not a local sandbox id: %w", id, sandbox.ErrExpired)
 	}
 	dir := filepath.Join(b.cfg.Root, string(id))
@@ -326,7 +326,9 @@ func (b *Backend) open(dir string, m meta) (*Sandbox, error) {
 
 // idPattern is what newID makes. Resume checks it so that a session id can
 // never name a path outside Root.
-var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{12}$`)
+})
 
 func newID() (string, error) {
 	var b [6]byte
@@ -424,7 +426,7 @@ func (b *Backend) Prune(ctx context.Context) ([]sandbox.SessionID, error) {
 		if ctx.Err() != nil {
 			return removed, ctx.Err()
 		}
-		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
+		if !e.IsDir() || !idPattern().MatchString(e.Name()) {
 			continue
 		}
 		dir := filepath.Join(b.cfg.Root, e.Name())

@@ -155,11 +155,11 @@ func writeEtc(dir string) error {
 	return nil
 }
 
-// env is the whole environment of a command before ExecOptions.Env; nothing
-// comes from the host. BLAS and OpenMP get few threads because every thread
+// Env is the whole environment of a command before ExecOptions.Env; nothing
+// comes from the host. The pod backend gives its commands the same. BLAS and OpenMP get few threads because every thread
 // counts against the process limit and the machine is shared with the
 // model's other work.
-func env() [][2]string {
+func Env() [][2]string {
 	threads := strconv.Itoa(min(runtime.NumCPU(), 4))
 	return [][2]string{
 		{"HOME", "/tmp"},
@@ -254,7 +254,7 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 		"--remount-ro", "/",
 		"--chdir", dir)
 
-	for _, kv := range env() {
+	for _, kv := range Env() {
 		args = append(args, "--setenv", kv[0], kv[1])
 	}
 	if s.egress != nil {

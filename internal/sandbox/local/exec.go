@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -145,16 +143,9 @@ func (sp *process) Stderr() io.Reader     { return sp.stderr }
 // command, its children, and anything they started in the background. SIGKILL
 // kills the sandbox's init and with it all of them at once.
 func (sp *process) Signal(sig sandbox.Signal) error {
-	var n unix.Signal
-	switch sig {
-	case sandbox.SIGINT:
-		n = unix.SIGINT
-	case sandbox.SIGTERM:
-		n = unix.SIGTERM
-	case sandbox.SIGKILL:
-		n = unix.SIGKILL
-	default:
-		return fmt.Errorf("signal %q is not supported", sig)
+	n, err := sig.Number()
+	if err != nil {
+		return err
 	}
 	return sp.p.signal(n)
 }

@@ -269,7 +269,12 @@ signal.signal(signal.SIGINT, on_int)
 for line in sys.stdin:
     if line.strip() == "wait":
         print("waiting", flush=True)
-        time.sleep(1000)
+        # Short sleeps: a SIGINT that lands after print returned but
+        # before one sleep began runs its handler when that sleep ends
+        # (CPython checks for signals between calls, not before a sleep),
+        # and this test is of the sandbox delivering it, not of that race.
+        while True:
+            time.sleep(0.05)
     print(line.strip().upper(), flush=True)
 `
 	writeFile(t, s, "worker.py", code)

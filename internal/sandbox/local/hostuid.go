@@ -131,7 +131,7 @@ func (b *Backend) usedUIDs() (map[uint32]bool, error) {
 	}
 	used := make(map[uint32]bool)
 	for _, e := range entries {
-		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
+		if !e.IsDir() || !idPattern().MatchString(e.Name()) {
 			continue
 		}
 		if m, err := readMeta(filepath.Join(b.cfg.Root, e.Name())); err == nil && m.HostUID != 0 {

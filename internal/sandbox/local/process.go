@@ -417,11 +417,19 @@ func (p *proc) signal(sig unix.Signal) error {
 	if err != nil {
 		return err
 	}
+	sent := 0
 	for _, pid := range pids {
 		if nsPid(pid) == 1 {
 			continue
 		}
-		_ = unix.Kill(pid, sig)
+		if unix.Kill(pid, sig) == nil {
+			sent++
+		}
+	}
+	if sent == 0 {
+		// Only init is left, or the command is gone: say so rather than
+		// let a caller wait for a signal nobody got.
+		return fmt.Errorf("signal %v: no process of the command is left in the sandbox (of %d in its pid namespace)", sig, len(pids))
 	}
 	return nil
 }

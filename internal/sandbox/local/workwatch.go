@@ -1,9 +1,6 @@
 package local
 
 import (
-	"io/fs"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/terpdev/terp/internal/sandbox"
@@ -40,39 +37,5 @@ func (s *Sandbox) newWorkWatch() *sandbox.WorkWatch {
 	}
 }
 
-// workUsage is the disk /work takes: the blocks its files and directories
-// hold, each hard-linked file once. Entries the walk cannot read are
-// skipped.
-func (s *Sandbox) workUsage() int64 {
-	root, err := os.OpenRoot(s.work)
-	if err != nil {
-		return 0
-	}
-	defer root.Close()
-	type inode struct{ dev, ino uint64 }
-	seen := make(map[inode]bool)
-	var total int64
-	_ = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		if st.Nlink > 1 && !info.IsDir() {
-			k := inode{st.Dev, st.Ino}
-			if seen[k] {
-				return nil
-			}
-			seen[k] = true
-		}
-		total += st.Blocks * 512
-		return nil
-	})
-	return total
-}
+// workUsage is the disk /work takes; see sandbox.WorkUsage.
+func (s *Sandbox) workUsage() int64 { return sandbox.WorkUsage(s.work) }
