@@ -26,20 +26,32 @@ TEST_DEBS := $(DEBS) tmux postgresql python3-nbformat python3-nbclient python3-i
 GOLANGCI := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # The npm package of the tests that run real Node.js clients (TestNodeSDK:
 # npm's openai; TestMCPInspector: the MCP Inspector's CLI; TestJupyterClients:
-# JupyterLab's @jupyterlab/services with ws), the oldest
+# JupyterLab's @jupyterlab/services with ws; TestLibreChatClient: the code
+# tool of @librechat/agents, with node-fetch 2 beside it), the oldest
 # Node.js they run on (the Inspector 2 needs 22.19; Debian 12's nodejs is
 # 18), and the one node-deps falls back on. terptest.NodeMin says the same.
 NODE_PKG     := testdata/node
 NODE_MIN     := 22.19
 NODE_RUNTIME := 22.23.5
+# The npm package of the Node.js clients that need Node.js 24
+# (TestLibreChatSignedClient: the newest @librechat/agents, which sends
+# LibreChat's signed token), with its own runtime. terptest.Node24Min says
+# the same.
+NODE24_PKG     := testdata/node24
+NODE24_MIN     := 24.0
+NODE24_RUNTIME := 24.22.3
 
-.PHONY: build test test-unprivileged lint fmt bench loadtest soak eval eval-check install deps test-deps node-deps apt-install example clean docker-test-image
+.PHONY: build test test-unprivileged lint fmt bench loadtest soak eval eval-check install deps test-deps node-deps node-pkg apt-install example clean docker-test-image
 
+# build and install make a static binary (CGO_ENABLED=0), as the
+# kubernetes image does: terp needs no C library, and a binary linked
+# against libc spends 1 to 3 ms loading it at every start, a tenth to a
+# fifth of what terp version takes (docs/benchmarks.md, "Start-up").
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/terp
 
 install:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/terp ./cmd/terp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/terp ./cmd/terp
 	@echo "installed $(PREFIX)/bin/terp"
 
 # deps installs the sandbox's packages that are missing (apt-get; sudo when
@@ -55,20 +67,26 @@ test-deps:
 
 # node-deps installs Debian's nodejs and npm when there is no npm (checked
 # by command: NodeSource's nodejs brings its own npm and conflicts with
-# Debian's), Node.js $(NODE_RUNTIME) from npm's node-linux-* package into
-# $(NODE_PKG)/runtime when neither the machine's node nor one installed
-# there before is $(NODE_MIN) or later, and the tests' npm packages from
-# package-lock.json when they changed.
+# Debian's), then each npm package of the tests (node-pkg): $(NODE_PKG) on
+# Node.js $(NODE_MIN) or later, $(NODE24_PKG) on $(NODE24_MIN) or later.
 node-deps:
 	@command -v npm >/dev/null || $(MAKE) --no-print-directory apt-install PKGS="nodejs npm"
-	@recent() { "$$1" -e 'const [a, b] = process.versions.node.split(".").map(Number), [x, y] = "$(NODE_MIN)".split(".").map(Number); process.exit(a > x || (a === x && b >= y) ? 0 : 1)' 2>/dev/null; }; \
-	if ! recent node && ! recent $(NODE_PKG)/runtime/node_modules/.bin/node; then \
-		case $$(uname -m) in x86_64) arch=x64;; aarch64) arch=arm64;; *) echo "no Node.js $(NODE_RUNTIME) for $$(uname -m) on npm"; exit 1;; esac; \
-		echo "Node.js $$(node --version 2>/dev/null || echo missing) is older than $(NODE_MIN): installing node-linux-$$arch@$(NODE_RUNTIME) into $(NODE_PKG)/runtime"; \
-		npm install --prefix $(NODE_PKG)/runtime --no-save --no-package-lock --no-audit --no-fund node-linux-$$arch@$(NODE_RUNTIME); \
+	@$(MAKE) --no-print-directory node-pkg PKG=$(NODE_PKG) MIN=$(NODE_MIN) RUNTIME=$(NODE_RUNTIME)
+	@$(MAKE) --no-print-directory node-pkg PKG=$(NODE24_PKG) MIN=$(NODE24_MIN) RUNTIME=$(NODE24_RUNTIME)
+
+# node-pkg installs Node.js $(RUNTIME) from npm's node-linux-* package into
+# $(PKG)/runtime when neither the machine's node nor one installed there
+# before is $(MIN) or later, and $(PKG)'s npm packages from
+# package-lock.json when they changed.
+node-pkg:
+	@recent() { "$$1" -e 'const [a, b] = process.versions.node.split(".").map(Number), [x, y] = "$(MIN)".split(".").map(Number); process.exit(a > x || (a === x && b >= y) ? 0 : 1)' 2>/dev/null; }; \
+	if ! recent node && ! recent $(PKG)/runtime/node_modules/.bin/node; then \
+		case $$(uname -m) in x86_64) arch=x64;; aarch64) arch=arm64;; *) echo "no Node.js $(RUNTIME) for $$(uname -m) on npm"; exit 1;; esac; \
+		echo "Node.js $$(node --version 2>/dev/null || echo missing) is older than $(MIN): installing node-linux-$$arch@$(RUNTIME) into $(PKG)/runtime"; \
+		npm install --prefix $(PKG)/runtime --no-save --no-package-lock --no-audit --no-fund node-linux-$$arch@$(RUNTIME); \
 	fi
-	@[ $(NODE_PKG)/node_modules/.package-lock.json -nt $(NODE_PKG)/package-lock.json ] || \
-		npm ci --prefix $(NODE_PKG) --no-audit --no-fund
+	@[ $(PKG)/node_modules/.package-lock.json -nt $(PKG)/package-lock.json ] || \
+		npm ci --prefix $(PKG) --no-audit --no-fund
 
 apt-install:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -87,9 +105,12 @@ example: deps build
 # for want of something (a Docker daemon, PostgreSQL, root) could go unseen:
 # terptest appends its notice to $TERP_TEST_NOTICES as well, and test prints
 # the notices after the run.
+# -timeout: go test's 10 minutes per package is too little for internal/cli
+# (terminal sessions, the MCP Inspector, every command against real
+# sandboxes) beside the other packages on two busy cores.
 test: test-deps
-	@notices=$$(mktemp); echo "$(GO) test -race ./..."; \
-	TERP_TEST_NOTICES=$$notices $(GO) test -race ./...; status=$$?; \
+	@notices=$$(mktemp); echo "$(GO) test -race -timeout 30m ./..."; \
+	TERP_TEST_NOTICES=$$notices $(GO) test -race -timeout 30m ./...; status=$$?; \
 	if [ -s $$notices ]; then echo; sort -u $$notices; echo; fi; \
 	rm -f $$notices; exit $$status
 	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory test-unprivileged; fi
@@ -106,6 +127,16 @@ test-unprivileged:
 DOCKER_TEST_IMAGE ?= $(or $(TERP_TEST_DOCKER_IMAGE),terp-python:debian12)
 docker-test-image:
 	internal/sandbox/docker/testdata/build-image.sh $(DOCKER_TEST_IMAGE)
+
+# kubernetes-sandbox-image builds the image of the kubernetes backend's
+# sandbox pods, and of terp serve in the cluster (examples/kubernetes): Debian
+# packages through debootstrap plus terp from this tree, no registry, no PyPI
+# (about three minutes, root, a Docker daemon). OUT=FILE also writes it as an
+# archive to load into a cluster; see docs/kubernetes.md.
+KUBERNETES_SANDBOX_IMAGE ?= terp-sandbox:debian12
+.PHONY: kubernetes-sandbox-image
+kubernetes-sandbox-image:
+	examples/kubernetes/image/build.sh $(KUBERNETES_SANDBOX_IMAGE)
 
 # lint runs gofmt, go vet and golangci-lint (.golangci.yml), the latter built
 # from the module proxy at a pinned version on first use.
@@ -155,6 +186,7 @@ REPEAT   ?= 1
 JOBS     ?= 4
 eval: build
 	@mkdir -p $(EVAL_OUT)
+	@python3 examples/eval/make_data.py --large
 	@$(BIN) batch -j $(JOBS) --repeat $(REPEAT) $(if $(MODELS),--models $(MODELS)) --max-time 10m \
 		--out $(EVAL_OUT)/results.jsonl --junit $(EVAL_OUT)/junit.xml --markdown $(EVAL_OUT)/report.md --html $(EVAL_OUT)/report.html \
 		--artifacts $(EVAL_OUT)/artifacts examples/eval/cases.jsonl; status=$$?; \
@@ -163,9 +195,12 @@ eval: build
 # eval-check runs the suite as eval does, with an oracle instead of a model:
 # a scripted model that runs each case's reference solution
 # (examples/eval/solutions/<id>.py) and answers with what it printed. A case
-# its own solution cannot pass is broken. make test runs it too.
+# its own solution cannot pass is broken. Then it runs the suite with scripted
+# models that cheat (recall published values, hedge then invent, paste every
+# summary, answer a constant), which must pass (almost) nothing. make test runs
+# both too.
 eval-check:
-	$(GO) test -count=1 -run '^TestEvalOracle$$' -v ./internal/cli/
+	$(GO) test -count=1 -run '^TestEval(Oracle|Cheaters|AnswersAsWritten)$$' -v ./internal/cli/
 
 clean:
 	rm -rf bin

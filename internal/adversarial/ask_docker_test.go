@@ -74,7 +74,7 @@ os.kill(-1, signal.SIGKILL)
 	srv := model(t, steps...)
 
 	home := terptest.TempDir(t)
-	cmd := exec.Command(bin, "ask", "--sandbox", "docker", "--docker-image", terptest.DockerImage(t), "be hostile")
+	cmd := exec.Command(bin, "ask", "--prewarm=", "--sandbox", "docker", "--docker-image", terptest.DockerImage(t), "be hostile")
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,

@@ -247,6 +247,12 @@ func servePathsInURLs(t *testing.T, g *gateway, cntr string) {
 		{method: "GET", path: "/v1/files/..%2f..%2fetc%2fpasswd/content"},
 		{method: "GET", path: "/v1/files/..%2Ffiles/content"},
 		{method: "GET", path: "/v1/files/%2e%2e/content"},
+		// Links: signed copies; paths in any part reach nothing.
+		{method: "GET", path: "/links/alice/..%2f..%2fetc%2fpasswd/9999999999/x/passwd"},
+		{method: "GET", path: "/links/..%2f..%2f/file-0/9999999999/x/passwd"},
+		{method: "GET", path: "/links/alice/%2fetc%2fpasswd/9999999999/x/passwd"},
+		{method: "GET", path: "/links/alice/file-0/9999999999/x/..%2f..%2fetc%2fpasswd"},
+		{method: "GET", path: "/links/alice/../../etc/passwd"},
 	} {
 		r := g.as(t, g.alice, c)
 		if r.status >= 300 && r.status < 400 {

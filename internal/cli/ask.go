@@ -35,11 +35,12 @@ type askOptions struct {
 // runFlags are the configuration flags shared by the commands that run the
 // loop.
 var runFlags = []string{
-	"out", "base-url", "model", "sandbox", "exec-mode", "prewarm", "max-steps", "timeout", "sandbox-timeout",
+	"out", "base-url", "model", "sandbox", "exec-mode", "prewarm", "max-steps", "timeout", "interrupt-grace", "sandbox-timeout",
 	"stream", "max-stdout", "max-stderr", "memory-limit", "process-limit",
 	"file-size-limit", "max-download-size", "max-download-total",
 	"provider", "tool-dialect", "context-window", "max-tokens", "max-time",
-	"cpuos-url", "cpuos-template", "docker-image", "network", "network-allow", "network-trusted-ranges",
+	"cpuos-url", "cpuos-template", "docker-image", "kubernetes-namespace", "kubernetes-warm-pool", "kubernetes-router-url", "kubernetes-kubeconfig",
+	"network", "network-allow", "network-trusted-ranges",
 }
 
 func newCmdAsk(f *Factory, runF func(context.Context, *askOptions) error) *cobra.Command {

@@ -430,8 +430,46 @@ func (x *batchExec) run(ctx context.Context, run batch.Run) (out batch.Outcome) 
 	}
 	turn, err := conv.Ask(ctx, run.Case.Question, nil)
 	warnings = append(warnings, turn.Warnings...)
+	first := x.outcome(ctx, conv, run.Case.Expect, turn, 0)
+	out.Answer, out.StopReason, out.Steps, out.Usage, out.Err = first.Answer, first.StopReason, first.Steps, first.Usage, err
+	out.ToolCalls, out.Files = first.ToolCalls, first.Files
+	seen := len(turn.History)
+	for _, f := range run.Case.FollowUps {
+		if out.Err != nil || !answered(out.StopReason) {
+			break
+		}
+		if last := len(out.FollowUps); last > 0 && (out.FollowUps[last-1].Err != nil || !answered(out.FollowUps[last-1].StopReason)) {
+			break
+		}
+		turn, err := conv.Ask(ctx, f.Question, nil)
+		warnings = append(warnings, turn.Warnings...)
+		o := x.outcome(ctx, conv, f.Expect, turn, seen)
+		o.Err = err
+		seen = max(seen, len(turn.History))
+		out.Steps += o.Steps
+		out.Usage = out.Usage.Add(o.Usage)
+		out.FollowUps = append(out.FollowUps, o)
+		if err != nil {
+			out.Err = fmt.Errorf("follow-up %d: %w", len(out.FollowUps), err)
+		}
+	}
+	return out
+}
+
+// answered reports whether a turn ended with an answer.
+func answered(stop string) bool { return stop == "answered" || stop == "" }
+
+// outcome is what one turn produced: its answer, the code it ran (the tool
+// calls in the history after the first skip messages) and the files it
+// saved, read back where the expectations look into them.
+func (x *batchExec) outcome(ctx context.Context, conv *conversation.Conversation, e batch.Expect, turn conversation.Turn, skip int) batch.Outcome {
 	res := turn.Result
-	out.Answer, out.StopReason, out.Steps, out.Usage, out.Err = res.Answer, string(res.StopReason), res.Steps, res.Usage, err
+	o := batch.Outcome{Answer: res.Answer, StopReason: string(res.StopReason), Steps: res.Steps, Usage: res.Usage}
+	if skip <= len(turn.History) {
+		for _, m := range turn.History[skip:] {
+			o.ToolCalls += len(m.ToolCalls)
+		}
+	}
 	for _, fi := range res.Files {
 		f := batch.File{SandboxPath: sandbox.WorkDir + "/" + fi.Path, Bytes: fi.Size}
 		for _, d := range turn.Files {
@@ -439,7 +477,25 @@ func (x *batchExec) run(ctx context.Context, run batch.Run) (out batch.Outcome) 
 				f.Path, f.Bytes = d.Path, d.Bytes
 			}
 		}
-		out.Files = append(out.Files, f)
+		if e.WantsData(fi.Path) {
+			f.Data = readBack(ctx, conv, fi.Path)
+		}
+		o.Files = append(o.Files, f)
 	}
-	return out
+	return o
+}
+
+// readBack reads a saved file from the sandbox for the expectations that
+// check what it holds; nil when it cannot be read, which they report.
+func readBack(ctx context.Context, conv *conversation.Conversation, name string) []byte {
+	rc, err := conv.ReadFile(ctx, name)
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, batch.MaxCheckedFile))
+	if err != nil {
+		return nil
+	}
+	return b
 }

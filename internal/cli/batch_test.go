@@ -171,7 +171,10 @@ print(rows[i]["month"], growth[i - 1], round(100 * growth[i - 1] / rev[i - 1], 1
 					return fmt.Sprintf("December (%s) grew the most: revenue rose by %s,%03d (%s%%).", f[0], fmt.Sprint(n/1000), n%1000, f[2])
 				})
 		case "chart":
-			return runThenAnswer(t, req, `open("/work/chart.png", "wb").write(b"\x89PNG fake")`, func(string) string { return "Saved chart.png." })
+			// A real chart: batch reads an expected PNG back, and a blank
+			// or fake one does not pass.
+			code := "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.savefig('/work/chart.png')"
+			return runThenAnswer(t, req, code, func(string) string { return "Saved chart.png." })
 		case "contains":
 			return llmtest.Answer("The month was November.")
 		case "regex":
@@ -256,8 +259,8 @@ print(rows[i]["month"], growth[i - 1], round(100 * growth[i - 1] / rev[i - 1], 1
 	if len(chart.Files) != 1 || chart.Files[0].SandboxPath != "/work/chart.png" || chart.Files[0].Path != wantPath {
 		t.Errorf("chart files = %+v, want /work/chart.png downloaded to %s", chart.Files, wantPath)
 	}
-	if b, err := os.ReadFile(wantPath); err != nil || string(b) != "\x89PNG fake" {
-		t.Errorf("artifact: %q, %v", b, err)
+	if b, err := os.ReadFile(wantPath); err != nil || !strings.HasPrefix(string(b), "\x89PNG\r\n\x1a\n") || len(b) != int(chart.Files[0].Bytes) {
+		t.Errorf("artifact: %d bytes (%v), want the PNG of %d bytes", len(b), err, chart.Files[0].Bytes)
 	}
 
 	// Every case is a stored conversation of origin batch, paused.

@@ -15,11 +15,7 @@ import (
 )
 
 // print1GB writes 1 GiB to stdout in 1 KiB lines.
-const print1GB = `import sys
-line = "x" * 1023 + "\n"
-for _ in range(1 << 20):
-    sys.stdout.write(line)
-`
+var print1GB = terptest.PrintMiB(1024)
 
 // BenchmarkPeakMemoryPrint1GB runs the terp binary on a question whose code
 // prints 1 GiB, and reports terp's own peak resident memory (VmHWM, which

@@ -32,7 +32,7 @@ func TestCompletionOffersEveryFixedChoice(t *testing.T) {
 	}{
 		{[]string{"ask", "--network", ""}, []string{"none", "allowlist", "full"}},
 		{[]string{"ask", "--exec-mode", ""}, []string{"kernel", "script"}},
-		{[]string{"ask", "--sandbox", ""}, []string{"local", "docker", "cpuos"}},
+		{[]string{"ask", "--sandbox", ""}, []string{"local", "docker", "cpuos", "kubernetes"}},
 		{[]string{"ask", "--tool-dialect", ""}, []string{"auto", "native", "text"}},
 		{[]string{"chat", "--image-protocol", ""}, []string{"auto", "kitty", "iterm2", "sixel", "halfblock", "none"}},
 		{[]string{"chat", "--image-protocol", "h"}, []string{"halfblock"}},

@@ -46,7 +46,7 @@ type localServer struct {
 }
 
 // doctorFlags are the settings doctor checks.
-var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template", "network", "network-allow", "network-trusted-ranges"}
+var doctorFlags = []string{"provider", "base-url", "model", "sandbox", "exec-mode", "tool-dialect", "stream", "docker-image", "cpuos-url", "cpuos-template", "kubernetes-namespace", "kubernetes-warm-pool", "kubernetes-router-url", "kubernetes-kubeconfig", "network", "network-allow", "network-trusted-ranges"}
 
 func newCmdDoctor(f *Factory) *cobra.Command {
 	opts := &doctorOptions{f: f, probeTimeout: 3 * time.Minute, local: f.localServers()}
@@ -178,6 +178,10 @@ func diagnose(ctx context.Context, opts *doctorOptions) doctorReport {
 	}
 	if cfg.Sandbox == "cpuos" {
 		r.Checks = append(r.Checks, cpuosChecks(ctx, opts, cfg)...)
+		return r
+	}
+	if cfg.Sandbox == "kubernetes" {
+		r.Checks = append(r.Checks, kubernetesChecks(ctx, f, cfg)...)
 		return r
 	}
 	if dockerChecks(ctx, &r, f, cfg) {

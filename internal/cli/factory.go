@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/cpuos"
 	"github.com/terpdev/terp/internal/sandbox/docker"
+	"github.com/terpdev/terp/internal/sandbox/kubernetes"
 	"github.com/terpdev/terp/internal/sandbox/local"
 	"github.com/terpdev/terp/internal/store"
 )
@@ -135,10 +137,16 @@ func newBackend(cfg *config.Config, getenv func(string) string, dataDir string) 
 		return local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs, EgressOptions: egressOptions(cfg)})
 	case "cpuos":
 		return cpuos.New(cpuos.Config{BaseURL: cfg.CpuosURL, APIKey: cfg.CpuosAPIKey(), APIKeyEnv: cfg.CpuosAPIKeyEnv, Template: cfg.CpuosTemplate})
+	case "kubernetes":
+		return kubernetes.New(kubernetes.Config{
+			Namespace: cfg.KubernetesNamespace, WarmPool: cfg.KubernetesWarmPool,
+			RouterURL: cfg.KubernetesRouterURL, Kubeconfig: cfg.KubernetesKubeconfig,
+			APIKey: cfg.CpuosAPIKey(), APIKeyEnv: cfg.CpuosAPIKeyEnv,
+		})
 	case "docker":
 		return docker.New(docker.Config{Image: cfg.DockerImage, EgressDir: filepath.Join(dataDir, "egress"), EgressOptions: egressOptions(cfg)})
 	default:
-		return nil, usagef("unknown sandbox %q; use local, docker or cpuos", cfg.Sandbox)
+		return nil, usagef("unknown sandbox %q; use local, docker, cpuos or kubernetes", cfg.Sandbox)
 	}
 }
 
@@ -211,30 +219,47 @@ func kindOf(def string) string {
 // code here.
 func addConfigFlags(cmd *cobra.Command, names ...string) {
 	fs := cmd.Flags()
-	keys := map[string]config.Key{}
-	for _, k := range config.Keys() {
-		if k.Flag != "" {
-			keys[k.Flag] = k
-		}
-	}
+	flags := configFlags()
 	for _, name := range names {
-		k, ok := keys[name]
+		f, ok := flags[name]
 		if !ok {
 			panic(fmt.Sprintf("cli: no configuration key has the flag --%s", name))
 		}
-		usage := k.Description
-		if k.Env != "" {
-			usage += " (env " + k.Env + ")"
-		}
-		fl := fs.VarPF(&textValue{typ: kindOf(k.Default)}, name, shorthands[name], usage)
-		fl.DefValue = k.Default
-		if k.Default == "true" || k.Default == "false" {
+		fl := fs.VarPF(&textValue{typ: f.kind}, name, shorthands[name], f.usage)
+		fl.DefValue = f.Default
+		if f.Default == "true" || f.Default == "false" {
 			fl.NoOptDefVal = "true"
 		}
-		if choices := k.Choices(); choices != nil {
-			if err := cmd.RegisterFlagCompletionFunc(name, completeChoices(choices)); err != nil {
+		if f.choices != nil {
+			if err := cmd.RegisterFlagCompletionFunc(name, completeChoices(f.choices)); err != nil {
 				panic(fmt.Sprintf("cli: completion for --%s: %v", name, err))
 			}
 		}
 	}
 }
+
+// configFlag is what a configuration key's flag shows: its help, the kind
+// of its value and the values it accepts.
+type configFlag struct {
+	config.Key
+	usage, kind string
+	choices     []string
+}
+
+// configFlags are the configuration keys that have a flag, by flag name.
+// Every terp command registers its flags when it starts, most commands many
+// of the same: each key's help and choices are worked out once per process.
+var configFlags = sync.OnceValue(func() map[string]configFlag {
+	flags := map[string]configFlag{}
+	for _, k := range config.Keys() {
+		if k.Flag == "" {
+			continue
+		}
+		usage := k.Description
+		if k.Env != "" {
+			usage += " (env " + k.Env + ")"
+		}
+		flags[k.Flag] = configFlag{Key: k, usage: usage, kind: kindOf(k.Default), choices: k.Choices()}
+	}
+	return flags
+})

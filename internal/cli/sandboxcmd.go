@@ -15,6 +15,7 @@ import (
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/sandbox/cpuos"
 	"github.com/terpdev/terp/internal/sandbox/local"
+	"github.com/terpdev/terp/internal/sandbox/pod"
 )
 
 // defaultServeAddr is where `terp sandbox serve` listens and where
@@ -33,10 +34,10 @@ func newCmdSandbox(f *Factory) *cobra.Command {
 }
 
 func newCmdSandboxServe(f *Factory) *cobra.Command {
-	var listen, tokenEnv string
+	var listen, tokenEnv, isolation string
 	var allowRemote bool
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--token-env VAR]",
+		Use:   "serve [--listen ADDR] [--token-env VAR] [--isolation bwrap|pod]",
 		Short: "Run a cpuos-compatible sandbox server on this machine's local sandboxes",
 		Long: `serve speaks the cpuos wire contract (see internal/sandbox/cpuos/contract.go)
 on top of this machine's bubblewrap sandboxes. Point a terp at it with
@@ -47,7 +48,14 @@ Every request must carry the bearer token held in the variable --token-env
 names (CPUOS_API_KEY by default, which is also what the client sends); serve
 refuses to start without one. It listens on loopback only unless
 --allow-remote is given; on another network, put it behind TLS.
-Live sandboxes are closed when serve stops; paused ones stay on disk.`,
+Live sandboxes are closed when serve stops; paused ones stay on disk.
+
+--isolation pod is for the image of the kubernetes backend (docs/kubernetes.md):
+the pod it runs in is the sandbox, so the code runs without bubblewrap, as
+serve's own non-root user, with rlimits, bounded output, timeouts that kill
+the command's process group and the /work watch; the pod's read-only root,
+NetworkPolicy, seccomp profile and runtime class do the rest. It serves one
+sandbox at a time in /work, and refuses to run as root.`,
 		Example: `  CPUOS_API_KEY=$(openssl rand -hex 16) terp sandbox serve &
   terp ask --sandbox cpuos --cpuos-url http://127.0.0.1:8377 "What is 2**100?"`,
 		Args: cobra.NoArgs,
@@ -59,15 +67,7 @@ Live sandboxes are closed when serve stops; paused ones stay on disk.`,
 			if err := checkListen(listen, allowRemote); err != nil {
 				return err
 			}
-			cfg, err := f.Config(cmd.Flags())
-			if err != nil {
-				return err
-			}
-			root, err := sandboxDir(f.Getenv, f.DataDir(), "served-sandboxes")
-			if err != nil {
-				return err
-			}
-			backend, err := local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs, EgressOptions: egressOptions(cfg)})
+			backend, err := servedBackend(f, cmd, isolation)
 			if err != nil {
 				return err
 			}
@@ -82,8 +82,30 @@ Live sandboxes are closed when serve stops; paused ones stay on disk.`,
 	cmd.Flags().StringVar(&listen, "listen", defaultServeAddr, "address to listen on")
 	cmd.Flags().StringVar(&tokenEnv, "token-env", "CPUOS_API_KEY", "variable holding the bearer token clients must send")
 	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback listen address")
+	cmd.Flags().StringVar(&isolation, "isolation", "bwrap", "bwrap: a bubblewrap sandbox per conversation; pod: run the code directly, in a pod that is the sandbox")
 	addConfigFlags(cmd, "network-trusted-ranges")
 	return cmd
+}
+
+// servedBackend is what serve serves: bubblewrap sandboxes on this
+// machine, or the pod's one sandbox.
+func servedBackend(f *Factory, cmd *cobra.Command, isolation string) (sandbox.Backend, error) {
+	switch isolation {
+	case "pod":
+		return pod.New(pod.Config{KillStrays: true})
+	case "bwrap":
+	default:
+		return nil, usagef("--isolation %q: use bwrap (this machine's sandboxes) or pod (inside a Kubernetes pod)", isolation)
+	}
+	cfg, err := f.Config(cmd.Flags())
+	if err != nil {
+		return nil, err
+	}
+	root, err := sandboxDir(f.Getenv, f.DataDir(), "served-sandboxes")
+	if err != nil {
+		return nil, err
+	}
+	return local.New(local.Config{Root: root, HostUIDs: cfg.SandboxUIDs, EgressOptions: egressOptions(cfg)})
 }
 
 // checkListen refuses a non-loopback address unless allowRemote.

@@ -79,6 +79,19 @@ func TestSandboxServeRefuses(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "--allow-remote") {
 		t.Errorf("remote address: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
+	tok := map[string]string{"CPUOS_API_KEY": "x"}
+	r = terp(t, tok, "", "sandbox", "serve", "--isolation", "vm", "--listen", "127.0.0.1:0")
+	if r.code != 2 || !strings.Contains(r.stderr, "use bwrap") {
+		t.Errorf("unknown isolation: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	// Pod mode runs the code as serve's own user, which must not be root,
+	// in a /work that must be a volume of its own (see package pod).
+	if os.Geteuid() == 0 {
+		r = terp(t, tok, "", "sandbox", "serve", "--isolation", "pod", "--listen", "127.0.0.1:0")
+		if r.code == 0 || !strings.Contains(r.stderr, "refusing to run the code as root") {
+			t.Errorf("pod mode as root: exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+	}
 	for addr, ok := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "10.0.0.1:1": false, ":1": false} {
 		if err := checkListen(addr, false); (err == nil) != ok {
 			t.Errorf("checkListen(%q) = %v", addr, err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,17 +44,77 @@ func seedModel(b *testing.B, steps int) *llmtest.Server {
 	})
 }
 
-// BenchmarkScriptModeVsSeedLoop runs the same turn, eight print(i) steps and
-// an answer from the same scripted model (zero latency, real HTTP), through
-// the seed's loop (testdata/seedloop.py: the product note's 40 lines of
-// Python with a local bubblewrap in place of the cpuos microVM) and through
-// the terp binary in script mode and in kernel mode without prewarm, one
-// after the other in every iteration, so that the shared machine's load
-// weighs on all of them alike. Each run is timed from process start to exit.
-// It reports ms per step for each (the whole run over the 8 steps) and
-// terp's time over the seed's (docs/benchmarks.md). The steps=1 run, one
-// print and the answer, splits each side's time into what a run costs once
-// (process start, sandbox, kernel) and what each further step costs.
+// analysisModel answers a turn with the five steps of
+// terptest.AnalysisSteps, one per request, then with the line of the last
+// step's output that gives the total revenue: an answer only a loop that
+// ran every step and passed its output back can give. A step that failed
+// makes the answer say so.
+func analysisModel(b *testing.B) *llmtest.Server {
+	steps := terptest.AnalysisSteps
+	return llmtest.Each(b, func(req llmtest.Request) llmtest.Reply {
+		done := 0
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				done++
+			}
+		}
+		if done > 0 {
+			res, err := req.ToolResult()
+			if err != nil || res.ExitCode != 0 {
+				return llmtest.Answer(fmt.Sprintf("step %d failed: %s", done, req.LastTool()))
+			}
+			if done == len(steps) {
+				for _, line := range strings.Split(res.Stdout, "\n") {
+					if strings.HasPrefix(line, "total revenue") {
+						return llmtest.Answer(line)
+					}
+				}
+				return llmtest.Answer("no total in " + res.Stdout)
+			}
+		}
+		return llmtest.RunPython(steps[done])
+	})
+}
+
+// salesTotal is the total revenue of examples/sales.csv, as the last
+// analysis step prints it.
+func salesTotal(b *testing.B, csv string) string {
+	data, err := os.ReadFile(csv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n")[1:] {
+		var n int
+		if _, err := fmt.Sscan(line[strings.Index(line, ",")+1:], &n); err != nil {
+			b.Fatalf("%s: %q: %v", csv, line, err)
+		}
+		total += n
+	}
+	s := strconv.Itoa(total)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return "total revenue " + s
+}
+
+// BenchmarkScriptModeVsSeedLoop runs the same turn from the same scripted
+// model (zero latency, real HTTP) through the seed's loop
+// (testdata/seedloop.py: the product note's 40 lines of Python with a
+// local bubblewrap in place of the cpuos microVM) and through the terp
+// binary in script mode and in kernel mode, each without prewarm and with
+// the default one (script mode's preload), one after the other in every
+// iteration, so that the shared machine's load weighs on all of them
+// alike. Each run is timed from process start to exit. It reports ms per
+// step for each (the whole run over its steps) and terp's time over the
+// seed's (docs/benchmarks.md).
+//
+// steps=8 is eight print(i) steps and an answer with their sum; steps=1,
+// one print and the answer, splits each side's time into what a run costs
+// once (process start, sandbox, kernel) and what each further step costs.
+// analysis is the five steps of terptest.AnalysisSteps on
+// examples/sales.csv, uploaded before the first step, each importing
+// pandas (and one matplotlib), as a model writes them for a script.
 //
 //	go test -run '^$' -bench ScriptModeVsSeedLoop -benchtime 5x -count 3 ./internal/cli/
 func BenchmarkScriptModeVsSeedLoop(b *testing.B) {
@@ -68,15 +129,25 @@ func BenchmarkScriptModeVsSeedLoop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	csv, err := filepath.Abs(filepath.Join("..", "..", "examples", "sales.csv"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	bin := terptest.Binary(b)
 	for _, steps := range []int{8, 1} {
-		b.Run(fmt.Sprintf("steps=%d", steps), func(b *testing.B) { benchSeedLoop(b, bin, python, peer, steps) })
+		b.Run(fmt.Sprintf("steps=%d", steps), func(b *testing.B) {
+			benchSeedLoop(b, bin, python, peer, seedModel(b, steps), fmt.Sprintf("the sum is %d", steps*(steps-1)/2), steps, "")
+		})
 	}
+	b.Run("analysis", func(b *testing.B) {
+		benchSeedLoop(b, bin, python, peer, analysisModel(b), salesTotal(b, csv), len(terptest.AnalysisSteps), csv)
+	})
 }
 
-func benchSeedLoop(b *testing.B, bin, python, peer string, steps int) {
-	s := seedModel(b, steps)
-	want := fmt.Sprintf("the sum is %d", steps*(steps-1)/2)
+// benchSeedLoop times the sides against the model s, whose turn takes
+// steps steps and whose answer holds want. upload, if not empty, is a file
+// each side has in /work before the first step.
+func benchSeedLoop(b *testing.B, bin, python, peer string, s *llmtest.Server, want string, steps int, upload string) {
 	home := terptest.TempDir(b)
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -92,19 +163,34 @@ func benchSeedLoop(b *testing.B, bin, python, peer string, steps int) {
 	}
 	const question = "add up the numbers the steps print"
 	terpArgs := []string{"ask", "--max-steps", "20", "--timeout", "2m"}
+	if upload != "" {
+		// The seed's loop has no upload: its sandbox is a directory the
+		// file is copied into once.
+		data, err := os.ReadFile(upload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, filepath.Base(upload)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		terpArgs = append(terpArgs, "-f", upload)
+	}
 	sides := []struct {
 		name string
 		argv []string
 	}{
 		{"seed", []string{python, peer, s.BaseURL(), work, question}},
 		{"script", append([]string{bin}, append(terpArgs, "--exec-mode", "script", question)...)},
+		{"script-noprewarm", append([]string{bin}, append(terpArgs, "--exec-mode", "script", "--prewarm=", question)...)},
 		{"kernel-noprewarm", append([]string{bin}, append(terpArgs, "--exec-mode", "kernel", "--prewarm=", question)...)},
+		{"kernel", append([]string{bin}, append(terpArgs, "--exec-mode", "kernel", question)...)},
 	}
 	took := make([]time.Duration, len(sides))
 	for b.Loop() {
 		for i, side := range sides {
 			cmd := exec.Command(side.argv[0], side.argv[1:]...)
 			cmd.Env = env
+			cmd.Dir = home // where terp ask downloads the chart
 			start := time.Now()
 			out, err := cmd.Output()
 			took[i] += time.Since(start)
@@ -122,5 +208,7 @@ func benchSeedLoop(b *testing.B, bin, python, peer string, steps int) {
 		b.ReportMetric(perStep(took[i]), "ms/step-"+side.name)
 	}
 	b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "terp/seed")
-	b.ReportMetric(took[2].Seconds()/took[0].Seconds(), "kernel/seed")
+	b.ReportMetric(took[2].Seconds()/took[0].Seconds(), "script-noprewarm/seed")
+	b.ReportMetric(took[3].Seconds()/took[0].Seconds(), "kernel/seed")
+	b.ReportMetric(took[4].Seconds()/took[0].Seconds(), "kernel-prewarm/seed")
 }

@@ -33,11 +33,12 @@ type Config struct {
 	BaseURL         string        // OpenAI-compatible endpoint, e.g. "https://gpuos.si/v1".
 	Model           string        // Model name as the endpoint knows it.
 	APIKeyEnv       string        // Name of the variable holding the key; may be empty.
-	Sandbox         string        // "local", "docker" or "cpuos".
+	Sandbox         string        // "local", "docker", "cpuos" or "kubernetes".
 	ExecMode        string        // "kernel" or "script"; see package kernel.
-	Prewarm         []string      // Modules the kernel imports at start.
+	Prewarm         []string      // Modules the worker imports at start, in both exec modes.
 	MaxSteps        int           // Most model turns per question, at least 1.
 	Timeout         time.Duration // Per run of code.
+	InterruptGrace  time.Duration // How long interrupted code gets to stop before Python is restarted.
 	SandboxTimeout  time.Duration // Per sandbox, across a conversation.
 	IdlePause       time.Duration // Pause an idle chat's sandbox after this long.
 	Stream          bool          // Stream the model's text as it arrives.
@@ -67,9 +68,12 @@ type Config struct {
 	// reach although they are private or reserved.
 	NetworkTrustedRanges []string
 
-	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string           // --sandbox cpuos: API root, template, variable holding the key.
-	DockerImage                             string           // --sandbox docker: the image every sandbox runs.
-	SandboxUIDs                             sandbox.UIDRange // --sandbox local as root: the host uids sandboxes run as, one each.
+	CpuosURL, CpuosTemplate, CpuosAPIKeyEnv string // --sandbox cpuos: API root, template, variable holding the key.
+	DockerImage                             string // --sandbox docker: the image every sandbox runs.
+	// --sandbox kubernetes: where the claims go, the warm pool they take
+	// from, the sandbox-router outside the cluster, the kubeconfig.
+	KubernetesNamespace, KubernetesWarmPool, KubernetesRouterURL, KubernetesKubeconfig string
+	SandboxUIDs                                                                        sandbox.UIDRange // --sandbox local as root: the host uids sandboxes run as, one each.
 
 	apiKey     string    // api_key from the file, TERP_API_KEY or a flag; see APIKey
 	profiles   []Profile // [models."PATTERN"] tables from the file

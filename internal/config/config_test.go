@@ -185,7 +185,7 @@ func TestFileErrors(t *testing.T) {
 		{"zero size", "file_size_limit = 0\n",
 			[]string{`PATH:1: file_size_limit must be at least 1 byte, got integer 0`}, "file_size_limit", 1},
 		{"unknown sandbox", "sandbox = \"dockr\"\n",
-			[]string{`PATH:1: sandbox must be one of local, docker, cpuos, got "dockr" (did you mean "docker"?)`}, "sandbox", 1},
+			[]string{`PATH:1: sandbox must be one of local, docker, cpuos, kubernetes, got "dockr" (did you mean "docker"?)`}, "sandbox", 1},
 		{"bool as string", "stream = \"false\"\n",
 			[]string{`PATH:1: stream must be true or false, got string "false" (write it without quotes)`}, "stream", 1},
 		{"url without scheme", "base_url = \"localhost:8000/v1\"\n",
@@ -254,7 +254,7 @@ func TestEnvErrors(t *testing.T) {
 	}{
 		{map[string]string{"TERP_MAX_STEPS": "ten"}, `env TERP_MAX_STEPS: max_steps must be an integer, got "ten"`},
 		{map[string]string{"TERP_TIMEOUT": "120"}, `env TERP_TIMEOUT: timeout must be a duration such as "90s", "2m" or "1h30m", got "120" (add a unit: s, m or h)`},
-		{map[string]string{"TERP_SANDBOX": "vm"}, `env TERP_SANDBOX: sandbox must be one of local, docker, cpuos, got "vm"`},
+		{map[string]string{"TERP_SANDBOX": "vm"}, `env TERP_SANDBOX: sandbox must be one of local, docker, cpuos, kubernetes, got "vm"`},
 		{map[string]string{"TERP_STREAM": "maybe"}, `env TERP_STREAM: stream must be true or false, got "maybe"`},
 		{map[string]string{"TERP_MEMORY_LIMIT": "lots"}, `env TERP_MEMORY_LIMIT: memory_limit must be a size`},
 		{map[string]string{"TERP_BASE_URL": "gpuos.si"}, `env TERP_BASE_URL: base_url must be an http:// or https:// URL`},

@@ -47,11 +47,24 @@ var fields = []field{
 		more:   "Prefer TERP_API_KEY or api_key_env. Local servers usually need no key.",
 		bind:   func(c *Config) value { return stringValue{p: &c.apiKey} }},
 	{Key: Key{"sandbox", "TERP_SANDBOX", "sandbox", "local",
-		"Where the model's code runs: local (bubblewrap), docker or cpuos."},
+		"Where the model's code runs: local (bubblewrap), docker, cpuos or kubernetes (agent-sandbox)."},
 		bind: func(c *Config) value { return choiceValue{&c.Sandbox, sandboxes} }},
 	{Key: Key{"cpuos_url", "TERP_CPUOS_URL", "cpuos-url", "http://127.0.0.1:8377", "cpuos API root for --sandbox cpuos (the default is where terp sandbox serve listens)."}, bind: func(c *Config) value { return urlValue{&c.CpuosURL} }},
 	{Key: Key{"cpuos_template", "TERP_CPUOS_TEMPLATE", "cpuos-template", "python", "cpuos sandbox template (the seed's python: CPython, numpy, pandas, matplotlib)."}, bind: func(c *Config) value { return stringValue{&c.CpuosTemplate, true} }},
 	{Key: Key{"cpuos_api_key_env", "", "", "CPUOS_API_KEY", "Environment variable that holds the cpuos API key."}, bind: func(c *Config) value { return envNameValue{&c.CpuosAPIKeyEnv} }},
+	{Key: Key{"kubernetes_namespace", "TERP_KUBERNETES_NAMESPACE", "kubernetes-namespace", "default",
+		"Namespace of the SandboxWarmPool and of the SandboxClaims --sandbox kubernetes makes."},
+		bind: func(c *Config) value { return stringValue{&c.KubernetesNamespace, true} }},
+	{Key: Key{"kubernetes_warm_pool", "TERP_KUBERNETES_WARM_POOL", "kubernetes-warm-pool", "terp-python",
+		"agent-sandbox SandboxWarmPool each conversation's sandbox is claimed from (examples/kubernetes makes terp-python)."},
+		more: "The pods' sandbox servers take the token in cpuos_api_key_env (CPUOS_API_KEY); see docs/kubernetes.md.",
+		bind: func(c *Config) value { return stringValue{&c.KubernetesWarmPool, true} }},
+	{Key: Key{"kubernetes_router_url", "TERP_KUBERNETES_ROUTER_URL", "kubernetes-router-url", "",
+		"agent-sandbox's sandbox-router, for a terp outside the cluster; empty: reach the pods directly, from inside it."},
+		bind: func(c *Config) value { return stringValue{&c.KubernetesRouterURL, false} }},
+	{Key: Key{"kubernetes_kubeconfig", "TERP_KUBERNETES_KUBECONFIG", "kubernetes-kubeconfig", "",
+		"kubeconfig file for --sandbox kubernetes; empty: the pod's service account in a cluster, else $KUBECONFIG or ~/.kube/config."},
+		bind: func(c *Config) value { return stringValue{&c.KubernetesKubeconfig, false} }},
 	{Key: Key{"docker_image", "TERP_DOCKER_IMAGE", "docker-image", "python:3.12-slim",
 		"Image for --sandbox docker; it needs python3 with numpy, pandas and matplotlib (see the README)."},
 		more: "DOCKER_HOST picks the daemon, as for the docker command; make docker-test-image builds terp-python:debian12 without a registry.",
@@ -75,7 +88,7 @@ var fields = []field{
 		"How code runs: kernel (one persistent Python per conversation; variables survive) or script (a new Python per step)."},
 		bind: func(c *Config) value { return choiceValue{&c.ExecMode, execModes} }},
 	{Key: Key{"prewarm", "TERP_PREWARM", "prewarm", "numpy,pandas,matplotlib",
-		"Modules the kernel imports while the model thinks about the first step (comma-separated; empty for none)."},
+		"Modules the Python worker imports while the model thinks about the first step, in both exec modes (comma-separated; empty for none)."},
 		bind: func(c *Config) value { return modulesValue(&c.Prewarm) }},
 	{Key: Key{"max_steps", "TERP_MAX_STEPS", "max-steps", "8",
 		"Most model turns per question before terp stops without an answer."},
@@ -101,6 +114,10 @@ var fields = []field{
 	{Key: Key{"timeout", "TERP_TIMEOUT", "timeout", "2m",
 		"Longest one run of code may take before it is killed."},
 		bind: func(c *Config) value { return durationValue{&c.Timeout} }},
+	{Key: Key{"interrupt_grace", "TERP_INTERRUPT_GRACE", "interrupt-grace", "2s",
+		"How long code gets to stop after an interrupt or its timeout before Python is restarted (its variables lost, /work kept)."},
+		more: "The interrupt raises KeyboardInterrupt, and again halfway through the grace if the code still runs; code busy in C, or cleaning up, may need longer.",
+		bind: func(c *Config) value { return durationValue{&c.InterruptGrace} }},
 	{Key: Key{"sandbox_timeout", "TERP_SANDBOX_TIMEOUT", "sandbox-timeout", "30m",
 		"Longest a sandbox may live, across all the runs of one conversation."},
 		bind: func(c *Config) value { return durationValue{&c.SandboxTimeout} }},
@@ -145,7 +162,7 @@ var fields = []field{
 }
 
 // sandboxes lists the sandbox names the config accepts.
-var sandboxes = []string{"local", "docker", "cpuos"}
+var sandboxes = []string{"local", "docker", "cpuos", "kubernetes"}
 
 // networkModes are the egress modes of package sandbox.
 var networkModes = []string{"none", "allowlist", "full"}

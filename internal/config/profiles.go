@@ -34,6 +34,10 @@ type Profile struct {
 	// Prompt names the wording of the system prompt and the tool the family
 	// was trained on (one of prompts); "" when the profile does not say.
 	Prompt string `json:"prompt,omitempty"`
+	// Images, when set, says whether the model takes images in its
+	// messages (a vision model); a model no profile says so of is sent
+	// them.
+	Images *bool `json:"images,omitempty"`
 	// Source is where the profile was written, or the zero Source for a
 	// built-in one.
 	Source Source `json:"-"`
@@ -54,6 +58,9 @@ func (p Profile) settings() string {
 	if p.Prompt != "" {
 		parts = append(parts, fmt.Sprintf("prompt = %q", p.Prompt))
 	}
+	if p.Images != nil {
+		parts = append(parts, fmt.Sprintf("images = %v", *p.Images))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -68,6 +75,7 @@ func (p Profile) source() string {
 func (p Profile) BuiltIn() bool { return p.Source.Kind == KindDefault }
 
 func yes() *bool { b := true; return &b }
+func no() *bool  { return new(bool) }
 
 // builtinProfiles are the windows the model families ship with (what
 // servers allow by default; a server may be started with less, which the
@@ -77,27 +85,35 @@ func yes() *bool { b := true; return &b }
 // notebook, /mnt/data), Qwen-Agent's code interpreter (a Jupyter kernel),
 // GLM-4's All Tools python (a notebook, /mnt/data).
 var builtinProfiles = []Profile{
-	{Pattern: "qwen3-coder*", ContextWindow: 262144, Prompt: "qwen3"},
-	{Pattern: "qwen3*", ContextWindow: 32768, Prompt: "qwen3"},
-	{Pattern: "qwen2.5*", ContextWindow: 32768, Prompt: "qwen3"},
-	{Pattern: "qwq*", ContextWindow: 32768, Prompt: "qwen3"},
-	{Pattern: "glm-4.5*", ContextWindow: 131072, Prompt: "glm-4"},
-	{Pattern: "glm-4.6*", ContextWindow: 131072, Prompt: "glm-4"},
-	{Pattern: "glm-4*", ContextWindow: 32768, Prompt: "glm-4"},
-	{Pattern: "glm4*", ContextWindow: 32768, Prompt: "glm-4"},
-	{Pattern: "gpt-oss*", ContextWindow: 131072, SendReasoning: yes(), Prompt: "gpt-oss"},
-	{Pattern: "llama3.1*", ContextWindow: 131072},
-	{Pattern: "llama3.2*", ContextWindow: 131072},
-	{Pattern: "llama3.3*", ContextWindow: 131072},
-	{Pattern: "llama-3.1*", ContextWindow: 131072},
-	{Pattern: "llama-3.2*", ContextWindow: 131072},
-	{Pattern: "llama-3.3*", ContextWindow: 131072},
-	{Pattern: "meta-llama-3.1*", ContextWindow: 131072},
-	{Pattern: "llama3*", ContextWindow: 8192},
-	{Pattern: "llama-3*", ContextWindow: 8192},
-	{Pattern: "meta-llama-3*", ContextWindow: 8192},
-	{Pattern: "mistral-nemo*", ContextWindow: 131072},
-	{Pattern: "mistral*", ContextWindow: 32768},
+	{Pattern: "qwen3-coder*", ContextWindow: 262144, Prompt: "qwen3", Images: no()},
+	{Pattern: "qwen3-vl*", ContextWindow: 262144, Prompt: "qwen3", Images: yes()},
+	{Pattern: "qwen3*", ContextWindow: 32768, Prompt: "qwen3", Images: no()},
+	{Pattern: "qwen2.5-vl*", ContextWindow: 32768, Prompt: "qwen3", Images: yes()},
+	{Pattern: "qwen2.5*", ContextWindow: 32768, Prompt: "qwen3", Images: no()},
+	{Pattern: "qwq*", ContextWindow: 32768, Prompt: "qwen3", Images: no()},
+	{Pattern: "glm-4.5v*", ContextWindow: 65536, Prompt: "glm-4", Images: yes()},
+	{Pattern: "glm-4.5*", ContextWindow: 131072, Prompt: "glm-4", Images: no()},
+	{Pattern: "glm-4.6*", ContextWindow: 131072, Prompt: "glm-4", Images: no()},
+	{Pattern: "glm-4*", ContextWindow: 32768, Prompt: "glm-4", Images: no()},
+	{Pattern: "glm4*", ContextWindow: 32768, Prompt: "glm-4", Images: no()},
+	{Pattern: "gpt-oss*", ContextWindow: 131072, SendReasoning: yes(), Prompt: "gpt-oss", Images: no()},
+	{Pattern: "llama3.1*", ContextWindow: 131072, Images: no()},
+	{Pattern: "llama3.2-vision*", ContextWindow: 131072, Images: yes()},
+	{Pattern: "llama3.2*", ContextWindow: 131072, Images: no()},
+	{Pattern: "llama3.3*", ContextWindow: 131072, Images: no()},
+	{Pattern: "llama-3.1*", ContextWindow: 131072, Images: no()},
+	{Pattern: "llama-3.2-*vision*", ContextWindow: 131072, Images: yes()},
+	{Pattern: "llama-3.2*", ContextWindow: 131072, Images: no()},
+	{Pattern: "llama-3.3*", ContextWindow: 131072, Images: no()},
+	{Pattern: "meta-llama-3.1*", ContextWindow: 131072, Images: no()},
+	{Pattern: "llama3*", ContextWindow: 8192, Images: no()},
+	{Pattern: "llama-3*", ContextWindow: 8192, Images: no()},
+	{Pattern: "meta-llama-3*", ContextWindow: 8192, Images: no()},
+	{Pattern: "gemma3*", Images: yes()},
+	{Pattern: "gemma-3*", Images: yes()},
+	{Pattern: "mistral-small-3.1*", ContextWindow: 131072, Images: yes()},
+	{Pattern: "mistral-nemo*", ContextWindow: 131072, Images: no()},
+	{Pattern: "mistral*", ContextWindow: 32768, Images: no()},
 }
 
 // BuiltinProfiles returns terp's own model profiles.
@@ -180,6 +196,9 @@ type ModelSettings struct {
 	// Prompt is the wording of the system prompt and the tool: one of
 	// prompts, "default" when neither the user nor a profile says.
 	Prompt string
+	// Images says whether the model is sent the images users attach: yes
+	// unless a profile says it takes none.
+	Images bool
 	// Profiles are the profiles that matched, most authoritative first.
 	Profiles []Profile
 }
@@ -234,6 +253,13 @@ func (c *Config) ForModel(model string) ModelSettings {
 			break
 		}
 	}
+	s.Images = true
+	for _, p := range s.Profiles {
+		if p.Images != nil {
+			s.Images = *p.Images
+			break
+		}
+	}
 
 	// The prompt, in tool_dialect's order; "auto" is the key saying
 	// nothing, and "default" the wording when nothing does.
@@ -270,6 +296,12 @@ var profileKeys = []profileKey{
 			p.SendReasoning = new(bool)
 		}
 		return boolValue{p.SendReasoning}
+	}},
+	{"images", func(p *Profile) value {
+		if p.Images == nil {
+			p.Images = new(bool)
+		}
+		return boolValue{p.Images}
 	}},
 }
 

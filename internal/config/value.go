@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/terpdev/terp/internal/egress"
@@ -123,7 +124,9 @@ func (v urlValue) decode(x any) error {
 func (v urlValue) String() string  { return *v.p }
 func (v urlValue) literal() string { return strconv.Quote(*v.p) }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+})
 
 // envNameValue holds the name of an environment variable. People sometimes paste the key
 // itself here; the error then deliberately does not repeat the value, so a secret never
@@ -132,7 +135,7 @@ type envNameValue struct{ p *string }
 
 func (v envNameValue) set(s string) error {
 	s = strings.TrimSpace(s)
-	if s != "" && !envName.MatchString(s) {
+	if s != "" && !envName().MatchString(s) {
 		return &invalid{
 			want: "the name of an environment variable, such as GPUOS_API_KEY",
 			hint: "the value is not shown; if it is the API key itself, export it as TERP_API_KEY instead",
@@ -449,7 +452,9 @@ func (v dirValue) String() string  { return *v.p }
 func (v dirValue) literal() string { return strconv.Quote(*v.p) }
 
 // moduleName is a dotted Python module path such as "matplotlib.pyplot".
-var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+var moduleName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+})
 
 // listValue holds a list of names: Python modules, or host names. In the
 // environment and on the command line it is written comma-separated; in the
@@ -464,7 +469,7 @@ type listValue struct {
 
 // modulesValue is a list of Python module names.
 func modulesValue(p *[]string) listValue {
-	return listValue{p: p, valid: moduleName.MatchString,
+	return listValue{p: p, valid: moduleName().MatchString,
 		want: `Python module names such as "numpy" or "matplotlib.pyplot"`, array: `an array of module names such as ["numpy", "pandas"]`}
 }
 

@@ -22,8 +22,10 @@ type RunResult struct {
 // code saved stay in the sandbox, named in the result, whatever
 // Options.KeepFiles says: the client reads them with ReadFile. Runs and
 // turns go one at a time (ErrBusy otherwise), and a paused sandbox is woken
-// first. The run is not added to the history the model reads, but the
-// record notes that code ran, so the conversation is kept on Close.
+// first; what the model would have been told of a wake (see Agent.Note)
+// comes back in Warnings. The run is not added to the history the model
+// reads, but the record notes that code ran, so the conversation is kept
+// on Close.
 func (c *Conversation) Run(ctx context.Context, code string) (RunResult, error) {
 	unlock, err := c.lockTurn(ctx, refuse)
 	if err != nil {
@@ -33,9 +35,12 @@ func (c *Conversation) Run(ctx context.Context, code string) (RunResult, error) 
 	if err := c.begin(ctx); err != nil {
 		return RunResult{Warnings: c.Warnings()}, err
 	}
+	// What a wake told the model (Python restarted, the sandbox replaced)
+	// is for the client that writes the code: no question will carry it.
+	notes := c.agent.TakeNotes()
 	res, err := c.agent.Exec(ctx, code, nil)
 	c.end()
-	return RunResult{CodeRun: res, Warnings: c.Warnings()}, err
+	return RunResult{CodeRun: res, Warnings: append(notes, c.Warnings()...)}, err
 }
 
 // Restart gives the conversation a fresh Python (a new kernel: variables

@@ -93,3 +93,39 @@ func TestRunIsBusyDuringATurn(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A client's own copy put back with WriteFile is in /work for the code, in
+// its directory, but not reported as a file the next run saved, and not
+// kept with the conversation as an upload; a path that leaves /work stays
+// inside it.
+func TestWriteFileIsNotReportedAsSaved(t *testing.T) {
+	w := newWorld(t, llmtest.New(t))
+	w.svc.newModel = nil
+	c, err := w.svc.Open(ctx(t), w.cfg, Options{Origin: "librechat", KeepFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeQuietly(t, c)
+	if err := c.WriteFile(ctx(t), "/mnt/data/in/data.csv", strings.NewReader("a,b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteFile(ctx(t), "../../escape.txt", strings.NewReader("inside")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(ctx(t), "cat in/data.csv\nwrite out.txt new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "a,b" || len(res.Files) != 1 || res.Files[0].Path != "out.txt" {
+		t.Errorf("run = %+v, files %+v; want the copy read and only out.txt saved", res, res.Files)
+	}
+	if res, err := c.Run(ctx(t), "cat escape.txt"); err != nil || res.Stdout != "inside" {
+		t.Errorf("a path that leaves /work: %+v, %v; want it inside /work", res, err)
+	}
+	c.recMu.Lock()
+	inputs := c.rec.Inputs
+	c.recMu.Unlock()
+	if len(inputs) != 0 {
+		t.Errorf("uploads kept: %+v; want none", inputs)
+	}
+}

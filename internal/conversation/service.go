@@ -74,6 +74,16 @@ func New(deps Deps) *Service {
 	return &Service{store: deps.Store, newBackend: deps.NewBackend, newModel: deps.NewModel}
 }
 
+// Model is the model client cfg's conversations talk to, for a front-end
+// that asks the model itself, without a conversation (terp serve's
+// Responses adapter); nil when the service has no model.
+func (s *Service) Model(cfg *config.Config) agent.Completer {
+	if s.newModel == nil {
+		return nil
+	}
+	return s.newModel(cfg)
+}
+
 // Store is where the service keeps its conversations.
 func (s *Service) Store() store.Store { return s.store }
 

@@ -78,9 +78,10 @@ func AgentConfig(cfg *config.Config) agent.Config {
 // newRunner starts what runs the model's code in sbx, as exec_mode says;
 // valueApart keeps a cell's trailing value out of its output.
 func newRunner(ctx context.Context, sbx sandbox.Sandbox, cfg *config.Config, valueApart bool) (kernel.Runner, error) {
-	opt := kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr, ValueApart: valueApart}
+	opt := kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr, ValueApart: valueApart,
+		Grace: cfg.InterruptGrace}
 	if kernel.Mode(cfg.ExecMode) == kernel.ModeScript {
-		opt.Fresh, opt.Prewarm = true, nil
+		opt.Fresh = true
 	}
 	// The kernel lives as long as the conversation, not as the caller's
 	// context: cancelling stops the step that is running (Run's context),

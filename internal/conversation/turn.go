@@ -86,6 +86,14 @@ type TurnRequest struct {
 	// changes nothing, so a front-end may give the history it means with
 	// every turn. Outputs answer the calls the rewound history ends on.
 	Rewind *[]llm.Message
+	// Options are the client's settings of this turn (sampling, its
+	// instructions, its output budget); the zero value leaves them all to
+	// terp and the server. They hold for this turn only.
+	Options agent.TurnOptions
+	// Images are images the user attached (data URLs), which the model
+	// sees with the question when its profile says it takes images; they
+	// are files in /work besides, which the caller put there.
+	Images []string
 	// Send receives the turn's events; it may be nil.
 	Send func(agent.Event)
 }
@@ -192,6 +200,13 @@ func (c *Conversation) apply(ctx context.Context, req TurnRequest) error {
 	}
 	if req.Model != "" {
 		c.setModel(req.Model)
+	}
+	c.agent.SetTurnOptions(req.Options)
+	c.recMu.Lock()
+	images := c.cfg.ForModel(c.cfg.Model).Images
+	c.recMu.Unlock()
+	if images && len(req.Images) > 0 {
+		c.agent.Show(req.Images)
 	}
 	return nil
 }
@@ -409,6 +424,30 @@ func (c *Conversation) RemoveFile(ctx context.Context, name string) error {
 	c.tell() // a turn may be running: it hears of a save that failed
 	_ = c.svc.store.RemoveInput(c.ID, rel)
 	return nil
+}
+
+// WriteFile writes r to the file name (relative to /work, directories
+// made as needed) in the sandbox, for a front-end whose client keeps its
+// own copies and sends them back (LibreChat's file references): unlike
+// Put, nothing is kept with the conversation, and the file is not the
+// model's to hear of. The next run does not report it as one the code
+// saved. It waits for a running turn or run to end, or returns ctx's error
+// first.
+func (c *Conversation) WriteFile(ctx context.Context, name string, r io.Reader) error {
+	rel, err := workPath(name)
+	if err != nil {
+		return err
+	}
+	unlock, err := c.lockTurn(ctx, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
+	defer c.end()
+	return c.agent.Place(ctx, rel, r)
 }
 
 // workPath is name as a path inside /work, refusing one that leaves it.

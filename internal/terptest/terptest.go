@@ -155,18 +155,31 @@ func DockerImage(t testing.TB) string {
 // Makefile's NODE_MIN says the same.
 var NodeMin = [2]int{22, 19}
 
+// Node24Min is the oldest Node.js the packages of testdata/node24 run on:
+// the newest @librechat/agents needs 24. The Makefile's NODE24_MIN says the
+// same.
+var Node24Min = [2]int{24, 0}
+
 // nodeTold is done once Node's skip was announced.
 var nodeTold sync.Once
 
 // Node returns the node binary that runs the scripts of pkg, an npm package
-// directory whose node_modules must hold every name in needs. The Node.js
-// that `make test-deps` installs into pkg/runtime, on a machine whose own is
-// older than NodeMin, comes first; then node on PATH. Without a recent
-// enough node or without the packages the test is skipped, loudly, saying
-// how to install them.
+// directory whose node_modules must hold every name in needs, on Node.js
+// NodeMin or later; see NodeAtLeast.
 func Node(t testing.TB, pkg string, needs ...string) string {
 	t.Helper()
-	install := fmt.Sprintf("run `make test-deps`, or install Node.js %d.%d+ and `npm ci --prefix %s`", NodeMin[0], NodeMin[1], fromRoot(pkg))
+	return NodeAtLeast(t, pkg, NodeMin, needs...)
+}
+
+// NodeAtLeast returns the node binary, of Node.js min or later, that runs
+// the scripts of pkg, an npm package directory whose node_modules must hold
+// every name in needs. The Node.js that `make test-deps` installs into
+// pkg/runtime, on a machine whose own is older than min, comes first; then
+// node on PATH. Without a recent enough node or without the packages the
+// test is skipped, loudly, saying how to install them.
+func NodeAtLeast(t testing.TB, pkg string, min [2]int, needs ...string) string {
+	t.Helper()
+	install := fmt.Sprintf("run `make test-deps`, or install Node.js %d.%d+ and `npm ci --prefix %s`", min[0], min[1], fromRoot(pkg))
 	node := filepath.Join(pkg, "runtime", "node_modules", ".bin", "node")
 	if _, err := os.Stat(node); err != nil {
 		if node, err = exec.LookPath("node"); err != nil {
@@ -180,8 +193,8 @@ func Node(t testing.TB, pkg string, needs ...string) string {
 	version := strings.TrimSpace(string(out))
 	var got [2]int
 	_, _ = fmt.Sscanf(version, "v%d.%d", &got[0], &got[1])
-	if got[0] < NodeMin[0] || got[0] == NodeMin[0] && got[1] < NodeMin[1] {
-		skipLoudly(t, &nodeTold, fmt.Sprintf("NODE TESTS SKIPPED: %s is Node.js %s, older than %d.%d; %s", node, version, NodeMin[0], NodeMin[1], install))
+	if got[0] < min[0] || got[0] == min[0] && got[1] < min[1] {
+		skipLoudly(t, &nodeTold, fmt.Sprintf("NODE TESTS SKIPPED: %s is Node.js %s, older than %d.%d; %s", node, version, min[0], min[1], install))
 	}
 	for _, name := range needs {
 		if _, err := os.Stat(filepath.Join(pkg, "node_modules", name, "package.json")); err != nil {

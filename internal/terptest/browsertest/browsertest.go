@@ -58,11 +58,18 @@ type Page struct {
 // load. The browser ends with the test.
 func Open(t *testing.T, path string, o Options) *Page {
 	t.Helper()
-	bin := terptest.Chromium(t)
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return OpenURL(t, (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), o)
+}
+
+// OpenURL is Open for a page at any URL: one an HTTP server serves, to be
+// of an origin of its own.
+func OpenURL(t *testing.T, pageURL string, o Options) *Page {
+	t.Helper()
+	bin := terptest.Chromium(t)
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(bin))
 	if os.Geteuid() == 0 {
 		// Chromium refuses to start as root with its sandbox on (the
@@ -76,7 +83,7 @@ func Open(t *testing.T, path string, o Options) *Page {
 	ctx, cancelTab := chromedp.NewContext(ctx)
 	t.Cleanup(cancelTab)
 
-	p := &Page{ctx: ctx, url: (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()}
+	p := &Page{ctx: ctx, url: pageURL}
 	if err := chromedp.Listen(ctx, p.record); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
