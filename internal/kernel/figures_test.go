@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -74,5 +75,33 @@ func wantFiguresSaved(t testing.TB, k *Kernel, sbx sandbox.Sandbox, want ...stri
 	want = slices.Sorted(slices.Values(want))
 	if !slices.Equal(onDisk, want) {
 		t.Errorf("/work holds figures %q, want %q", onDisk, want)
+	}
+}
+
+// TestFontCacheSeeded: in both modes a new sandbox's worker starts with the
+// backend's matplotlib font cache, so the first chart does not build one,
+// and the code's environment does not name the seed.
+func TestFontCacheSeeded(t *testing.T) {
+	t.Parallel()
+	if testBackend.FontCache() == "" {
+		t.Fatal("the local backend built no font cache")
+	}
+	for _, fresh := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fresh=%v", fresh), func(t *testing.T) {
+			t.Parallel()
+			k := startKernel(t, newSandbox(t), Options{Fresh: fresh})
+			res := run(t, k, `import logging, os
+logging.basicConfig(level=logging.DEBUG, format="%(message)s")
+print(sorted(f for f in os.listdir(os.environ["MPLCONFIGDIR"]) if f.startswith("fontlist")))
+print("TERP_FONTLIST" in os.environ)
+import matplotlib.font_manager
+`)
+			if res.ExitCode != 0 || !strings.Contains(res.Stdout, "['fontlist-v") || !strings.HasSuffix(res.Stdout, "False\n") {
+				t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			if !strings.Contains(res.Stderr, "Using fontManager instance from") || strings.Contains(res.Stderr, "generated new fontManager") {
+				t.Errorf("matplotlib did not use the seeded cache:\n%s", res.Stderr)
+			}
+		})
 	}
 }

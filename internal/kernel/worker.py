@@ -122,6 +122,7 @@ BACKEND = "_terp_mpl_backend"  # matplotlib backend module, see hook_matplotlib
 PR_SET_CHILD_SUBREAPER = 36
 PRIVATE_FDS = 200  # the worker's own descriptors are numbered from here
 PREWARM_THREAD = "terp-prewarm"  # the thread that makes the prewarm imports
+FONT_SEED_ENV = "TERP_FONTLIST"  # the backend's matplotlib font cache (seed_font_cache)
 NOTEBOOK_FILE = os.path.join(WORK_DIR, ".terp", "notebook.py")  # the notebook layer
 NOTEBOOK_MODULE = "_terp_notebook"  # its name in sys.modules once loaded
 NOTEBOOK_CACHE = os.path.join(WORK_DIR, ".terp", "notebook.cache")  # its compiled code
@@ -2057,6 +2058,30 @@ def forget_module_locks():
             locks.clear()
 
 
+def seed_font_cache(log):
+    """Copies the backend's matplotlib font cache (the file TERP_FONTLIST
+    names, read-only; internal/sandbox/local/fontseed.go) into matplotlib's
+    config directory when that has none, so that the first chart does not
+    pay for building it. The variable is then dropped: the code's
+    environment is as without it."""
+    seed = os.environ.pop(FONT_SEED_ENV, "")
+    conf = os.environ.get("MPLCONFIGDIR", "")
+    if not seed or not conf:
+        return
+    target = os.path.join(conf, os.path.basename(seed))
+    if os.path.exists(target):
+        return
+    try:
+        with open(seed, "rb") as f:
+            data = f.read()
+        os.makedirs(conf, exist_ok=True)
+        with open(target + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(target + ".tmp", target)
+    except OSError as e:
+        log("font cache: %s" % e)
+
+
 def main():
     if sys.argv[1:2] == ["--repair"]:
         repair_internal_dir(sys.argv[2:])
@@ -2088,6 +2113,7 @@ def main():
     os.register_at_fork(before=worker.std.flush_own, after_in_child=in_forked_child)
     become_subreaper(worker.log)
     os.chdir(WORK_DIR)
+    seed_font_cache(worker.log)
     sys.path[0] = WORK_DIR  # not /work/.terp, this file's directory
     sys.argv = [""]
     hooks = ImportHooks()

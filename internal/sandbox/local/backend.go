@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/terpdev/terp/internal/egress"
@@ -73,6 +74,8 @@ type Backend struct {
 
 	checkMu sync.Mutex
 	checked bool
+
+	fontSeed atomic.Pointer[string] // the host path of matplotlib's font cache, once there is one (fontseed.go)
 }
 
 // New checks that bubblewrap and Python are installed and prepares the root
@@ -172,15 +175,17 @@ func (b *Backend) Check(ctx context.Context) error { return b.check(ctx, false) 
 func (b *Backend) check(ctx context.Context, trustRecord bool) error {
 	b.checkMu.Lock()
 	defer b.checkMu.Unlock()
-	if b.checked || (trustRecord && b.probePassedBefore()) {
-		b.checked = true
+	if b.checked {
 		return nil
 	}
-	if err := b.probe(ctx); err != nil {
-		b.recordProbe(false, nil)
-		return err
+	if !trustRecord || !b.probePassedBefore() {
+		if err := b.probe(ctx); err != nil {
+			b.recordProbe(false, nil)
+			return err
+		}
 	}
 	b.checked = true
+	b.loadFontSeed(ctx)
 	return nil
 }
 

@@ -231,6 +231,7 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 	// skips /proc/sys when its directory looks read-only to the sandbox's
 	// user (as it does when that user is mapped to root), though the files
 	// in it are not. Cover it, whoever the user is.
+	args = append(args, b.fontSeedArgs()...)
 	args = append(args, "--proc", "/proc",
 		"--ro-bind", "/proc/sys", "/proc/sys",
 		"--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
@@ -310,33 +311,49 @@ const libraryProbe = "import importlib.util as u, os, sys\n" +
 	"print(' '.join(sorted({os.path.dirname(os.path.dirname(s.origin)) for s in specs.values() if s and s.origin})))\n" +
 	"sys.exit(3 if None in specs.values() else 0)\n"
 
+// scratch makes a throwaway sandbox for terp's own commands (the probe,
+// the font cache), in a directory of the root named prefix and a random
+// suffix; done removes it.
+func (b *Backend) scratch(prefix string) (s *Sandbox, done func(), err error) {
+	dir, err := os.MkdirTemp(b.cfg.Root, prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("local sandbox: %w", err)
+	}
+	done = func() { _ = removeTree(dir) }
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	m := meta{ID: filepath.Base(dir), Timeout: time.Minute}
+	m.fillDefaults()
+	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o755); err != nil {
+		return nil, nil, err
+	}
+	if runsAsRoot() {
+		m.HostUID = b.probeUID()
+		if err := giveWork(dir, m.HostUID); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := writeEtc(filepath.Join(dir, "etc")); err != nil {
+		return nil, nil, err
+	}
+	s = &Sandbox{b: b, id: m.ID, dir: dir, work: filepath.Join(dir, "work"), meta: m,
+		deadline: time.Now().Add(m.Timeout), procs: make(map[*proc]struct{})}
+	return s, done, nil
+}
+
 // probe runs a throwaway sandbox: bwrap's namespaces must work here and the
 // sandbox's Python must find the analysis libraries. Finding modules without
 // importing them keeps this at a few tens of milliseconds. A pass is
 // recorded (probecache.go).
 func (b *Backend) probe(ctx context.Context) error {
-	dir, err := os.MkdirTemp(b.cfg.Root, ".probe-")
+	s, done, err := b.scratch(".probe-")
 	if err != nil {
-		return fmt.Errorf("local sandbox: %w", err)
-	}
-	defer func() { _ = removeTree(dir) }()
-	m := meta{ID: filepath.Base(dir), Timeout: time.Minute}
-	m.fillDefaults()
-	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o755); err != nil {
 		return err
 	}
-	if runsAsRoot() {
-		m.HostUID = b.probeUID()
-		if err := giveWork(dir, m.HostUID); err != nil {
-			return err
-		}
-	}
-	if err := writeEtc(filepath.Join(dir, "etc")); err != nil {
-		return err
-	}
-	s := &Sandbox{b: b, id: m.ID, dir: dir, work: filepath.Join(dir, "work"), meta: m,
-		deadline: time.Now().Add(m.Timeout), procs: make(map[*proc]struct{})}
-
+	defer done()
 	cmd := append([]string{"python3", "-c", libraryProbe}, pythonPackages...)
 	res, err := s.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: 30 * time.Second})
 	if setup := (*SetupError)(nil); errors.As(err, &setup) {

@@ -45,11 +45,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
 		// Every test closes its sandboxes: anything left is a leak.
-		// (The passing probe's record stays, as it would.)
+		// (The passing probe's record and the font cache stay, as they
+		// would.)
 		entries, _ := os.ReadDir(root)
 		var names []string
 		for _, e := range entries {
-			if e.Name() != filepath.Base(testBackend.probeRecordPath()) {
+			if e.Name() != filepath.Base(testBackend.probeRecordPath()) && e.Name() != filepath.Base(testBackend.fontSeedRoot()) {
 				names = append(names, e.Name())
 			}
 		}

@@ -55,17 +55,23 @@ func (b *Backend) probeKey(dirs []string) string {
 
 // probePassedBefore reports whether a probe passed recently with the same
 // key as now.
-func (b *Backend) probePassedBefore() bool {
+func (b *Backend) probePassedBefore() bool { return b.recordedProbeKey() != "" }
+
+// recordedProbeKey is the key of the recorded probe if it passed recently
+// with the same key as now, else "".
+func (b *Backend) recordedProbeKey() string {
 	data, err := os.ReadFile(b.probeRecordPath())
 	if err != nil {
-		return false
+		return ""
 	}
 	var r probeRecord
 	if json.Unmarshal(data, &r) != nil || r.Key == "" {
-		return false
+		return ""
 	}
-	age := time.Since(r.Passed)
-	return age >= 0 && age < probeMaxAge && r.Key == b.probeKey(r.Dirs)
+	if age := time.Since(r.Passed); age < 0 || age >= probeMaxAge || r.Key != b.probeKey(r.Dirs) {
+		return ""
+	}
+	return r.Key
 }
 
 // recordProbe remembers a passing probe that found the libraries in dirs,
