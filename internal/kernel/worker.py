@@ -115,6 +115,8 @@ CHUNK = 64 << 10  # largest out/err frame payload
 MAX_REPR = 20000  # characters of a trailing expression's repr shown
 READER_JOIN_SECONDS = 2.0  # wait for a run's output after its processes died
 OUTPUT_DELAY = 0.002  # seconds the first output after a quiet spell waits (Output)
+OUTPUT_PIPE = 256 << 10  # bytes the code's output pipe holds (Output)
+OUTPUT_BATCH = 0.0002  # seconds Output waits after a small read while output flows (Output.forward)
 READER_BACKLOG = 4 << 20  # bytes of it forwarded, at most, while waiting (join_readers)
 TRACEBACK_LIMIT = 16 << 10  # characters of a traceback the done frame carries
 REPORT_LIMIT = 512 << 10  # bytes of a fresh-mode child's report read (read_report)
@@ -247,6 +249,15 @@ class Output:
         self.lock = threading.Lock()
         r, w = os.pipe()
         os.set_blocking(r, False)
+        # A pipe that holds more lets output that keeps coming be read in
+        # larger pieces (forward). A user's pipes may hold 64 MiB in all
+        # (pipe-user-pages-soft) before new ones get a page each: 256 KiB
+        # each leaves room for a hundred kernels of one uid.
+        try:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, OUTPUT_PIPE)
+            self.batch = OUTPUT_BATCH
+        except OSError:
+            self.batch = 0
         self.read_fd = private_fd(r, close=True)
         self.pipe = os.fstat(self.read_fd).st_ino  # both ends share it
         # No copy of the write end is kept: fd is the only one, which the
@@ -277,11 +288,20 @@ class Output:
                     # a short run (print(1)) ends meanwhile and sends it
                     # itself (drain), and this thread, which needs the GIL
                     # the code holds, does not slow it down. Output that
-                    # keeps coming is sent as it comes.
+                    # keeps coming is sent as it gathers (below).
                     time.sleep(OUTPUT_DELAY)
                 with self.lock:
-                    if self.pump(READER_BACKLOG):
-                        last = time.monotonic()
+                    sent = self.pump(READER_BACKLOG)
+                if sent:
+                    last = time.monotonic()
+                    if sent < OUTPUT_PIPE // 2 and self.batch:
+                        # Output that keeps coming in small writes (a
+                        # line-buffered print each) is left to gather a
+                        # moment: a read and a frame per line would take
+                        # the GIL from the code at every line, which
+                        # slowed printing 512 MiB to twice a bare pipe's
+                        # time (docs/benchmarks.md).
+                        time.sleep(self.batch)
         except OSError as e:  # the code closed the descriptor
             self.log("forwarding %s: %s" % (self.kind, e))
         # At EOF (the code closed fd and nothing else holds the pipe) the
