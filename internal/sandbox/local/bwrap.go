@@ -227,11 +227,11 @@ func (s *Sandbox) argv(cmd []string, opt sandbox.ExecOptions, control []string) 
 	for _, name := range slices.Sorted(maps.Keys(synthesizedEtc)) {
 		args = append(args, "--ro-bind", filepath.Join(etc, name), "/etc/"+name)
 	}
+	args = append(args, b.fontSeedArgs()...)
 	// bwrap covers a few of /proc's host-wide files read-only itself, but
 	// skips /proc/sys when its directory looks read-only to the sandbox's
 	// user (as it does when that user is mapped to root), though the files
 	// in it are not. Cover it, whoever the user is.
-	args = append(args, b.fontSeedArgs()...)
 	args = append(args, "--proc", "/proc",
 		"--ro-bind", "/proc/sys", "/proc/sys",
 		"--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
