@@ -228,3 +228,48 @@ func TestAllOutputGivesUpWithItsContext(t *testing.T) {
 	}
 	wantOK(t, run(t, k, "print(x)"), "1\n")
 }
+
+// TestLiveFeedKeepsTheTail sends a feed for a WithOutput function far more
+// than its backlog, in small pieces of both streams, faster than it is
+// called: the function is called far less often than pieces came, in the
+// order they came, never with more than the backlog, and what it got last
+// (stop passes on what is left) ends with the last bytes sent.
+func TestLiveFeedKeepsTheTail(t *testing.T) {
+	t.Parallel()
+	var got []Output
+	f := startFeed(WithOutput(context.Background(), func(o Output) { got = append(got, o) }))
+	const pieces = 20000
+	var last string
+	for i := range pieces {
+		stream := Stdout
+		if i%1000 == 999 {
+			stream = Stderr
+		}
+		last = fmt.Sprintf("%s line %06d\n", stream, i)
+		f.send(stream, []byte(last))
+	}
+	f.stop()
+	if len(got) == 0 || len(got) > pieces/10 {
+		t.Fatalf("%d calls for %d pieces; want a few, each with what gathered", len(got), pieces)
+	}
+	prev := -1
+	for _, o := range got {
+		if len(o.Text) > liveBacklog {
+			t.Errorf("a call with %d bytes, more than the backlog (%d)", len(o.Text), liveBacklog)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(o.Text, "\n"), "\n") {
+			var stream string
+			var n int
+			if _, err := fmt.Sscanf(line, "%s line %d", &stream, &n); err != nil {
+				continue // the first line of a cut piece
+			}
+			if stream != o.Stream || n <= prev {
+				t.Fatalf("line %q in a call on %s after line %d: out of order or on the wrong stream", line, o.Stream, prev)
+			}
+			prev = n
+		}
+	}
+	if end := got[len(got)-1]; !strings.HasSuffix(end.Text, last) {
+		t.Errorf("the last call ends with %q, want the last piece %q", end.Text[max(len(end.Text)-40, 0):], last)
+	}
+}
