@@ -64,9 +64,9 @@ func WithOutput(ctx context.Context, fn func(Output)) context.Context {
 // reading cannot hold a run forever once ctx ends: what is printed after
 // the run's timeout passed (when the code must stop within Options.Grace,
 // and waiting for fn would keep it from it) is sent without waiting, and
-// dropped while outputQueue pieces wait for fn; and once ctx has ended nothing more is sent, and Run returns without
-// waiting for fn, not even for a call in progress (fn is then called no
-// more).
+// dropped while outputQueue pieces wait for fn; and once ctx has ended
+// nothing more is sent, and Run returns without waiting for fn, not even
+// for a call in progress (fn is then called no more).
 func WithAllOutput(ctx context.Context, fn func(Output)) context.Context {
 	return context.WithValue(ctx, outputKey{}, outputHook{fn: fn, all: true})
 }
