@@ -251,7 +251,7 @@ class Output:
         os.set_blocking(r, False)
         # A pipe that holds more lets output that keeps coming be read in
         # larger pieces (forward). A user's pipes may hold 64 MiB in all
-        # (pipe-user-pages-soft) before new ones get a page each: 256 KiB
+        # (pipe-user-pages-soft) before new ones get the least buffer: 256 KiB
         # each leaves room for a hundred kernels of one uid.
         try:
             fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, OUTPUT_PIPE)
