@@ -54,15 +54,17 @@ type CodeDelta struct {
 }
 
 // OutputDelta is a piece of what the running code printed, as it prints it,
-// for a live view of a long run. Deltas may be dropped when the consumer is
-// slow; ToolOutput carries the whole output.
+// for a live view of a long run. Output that comes fast arrives merged, at
+// most every 10 ms, and cut to its last 32 KiB (kernel.WithOutput), so a
+// delta may start where an earlier one did not end; ToolOutput carries the
+// whole output.
 type OutputDelta struct {
 	Step int
 	ID   string // the ToolCall's
 	// Stream is "stdout" or "stderr".
 	Stream string
 	// Text may end inside a line, or inside a UTF-8 character that the
-	// next delta completes.
+	// next delta completes (unless output between them was cut).
 	Text string
 }
 
