@@ -52,6 +52,9 @@ const fontSeedBuild = "import glob, os\n" +
 	"import matplotlib.font_manager\n" +
 	"print(os.path.basename(glob.glob('/work/mpl/fontlist-v*.json')[0]))\n"
 
+// fontSeedRetry is how long a failed build is not tried again.
+const fontSeedRetry = time.Hour
+
 // maxFontSeed bounds the cache terp keeps (a system with every Debian font
 // package has a few MB).
 const maxFontSeed = 16 << 20
@@ -104,11 +107,21 @@ func (b *Backend) loadFontSeed(ctx context.Context) {
 	}
 	p := b.findFontSeed(key)
 	if p == "" {
+		// A build that failed is not tried again by every process: each
+		// would pay for it before its first sandbox.
+		failed := filepath.Join(b.fontSeedRoot(), key+".failed")
+		if fi, err := os.Stat(failed); err == nil && time.Since(fi.ModTime()) < fontSeedRetry {
+			return
+		}
 		b.sweepScratch(".fontlist-")
 		var err error
 		if p, err = b.buildFontSeed(ctx, key); err != nil {
+			if merr := os.Mkdir(b.fontSeedRoot(), 0o755); merr == nil || os.IsExist(merr) {
+				_ = os.WriteFile(failed, []byte(err.Error()+"\n"), 0o644)
+			}
 			return
 		}
+		_ = os.Remove(failed)
 	}
 	b.fontSeed.Store(&p)
 }
@@ -133,7 +146,7 @@ func (b *Backend) buildFontSeed(ctx context.Context, key string) (string, error)
 		return "", err
 	}
 	defer done()
-	res, err := s.Exec(ctx, []string{"python3", "-c", fontSeedBuild}, sandbox.ExecOptions{Timeout: time.Minute})
+	res, err := s.Exec(ctx, []string{"python3", "-c", fontSeedBuild}, sandbox.ExecOptions{Timeout: 30 * time.Second})
 	if err != nil {
 		return "", err
 	}

@@ -99,3 +99,36 @@ except OSError as e:
 		t.Fatalf("with the cache removed: %v, %+v", err, res)
 	}
 }
+
+// TestFontSeedFailureRemembered: a build that failed (here, a record of one)
+// is not tried again by the next process for an hour; after that it is,
+// and a success removes the record.
+func TestFontSeedFailureRemembered(t *testing.T) {
+	t.Parallel()
+	root := terptest.TempDir(t)
+	b := createIn(t, root)
+	host := b.FontCache()
+	if host == "" {
+		t.Fatal("no font cache after the first sandbox")
+	}
+	if err := os.RemoveAll(filepath.Dir(host)); err != nil {
+		t.Fatal(err)
+	}
+	failed := filepath.Join(root, ".fontlist", b.fontKey()+".failed")
+	if err := os.WriteFile(failed, []byte("exit 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := createIn(t, root).FontCache(); p != "" {
+		t.Fatalf("a build failed a moment ago, yet the next process built %s", p)
+	}
+	old := time.Now().Add(-fontSeedRetry - time.Minute)
+	if err := os.Chtimes(failed, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if p := createIn(t, root).FontCache(); p == "" {
+		t.Fatal("an hour after a failed build, the next process did not build the cache")
+	}
+	if _, err := os.Stat(failed); !os.IsNotExist(err) {
+		t.Errorf("the record of the failed build is left after a success: %v", err)
+	}
+}
