@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,12 +230,7 @@ func TestAskRecoversFromInvalidArguments(t *testing.T) {
 }
 
 func TestAskBadInput(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadURL := "http://" + closed.Addr().String() + "/v1"
-	closed.Close()
+	deadURL := "http://" + terptest.RefusedAddr(t) + "/v1"
 
 	brokenConfig := filepath.Join(terptest.TempDir(t), "config.toml")
 	if err := os.WriteFile(brokenConfig, []byte("model = \"x\"\nmax_steps = \"ten\"\n"), 0o600); err != nil {
@@ -297,7 +291,7 @@ func TestAskBadInput(t *testing.T) {
 			env:     map[string]string{"TERP_BASE_URL": deadURL},
 			args:    []string{"ask", "q"},
 			code:    exitError,
-			stderrs: []string{closed.Addr().String()},
+			stderrs: []string{strings.TrimSuffix(strings.TrimPrefix(deadURL, "http://"), "/v1")},
 		},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -380,4 +381,21 @@ func Chromium(t testing.TB) string {
 	}
 	skipLoudly(t, &chromiumTold, "BROWSER TESTS SKIPPED: no chromium on PATH; run `make test-deps` (or apt-get install chromium), or set "+ChromiumEnv)
 	return ""
+}
+
+// RefusedAddr is a loopback address where nothing listens: port 1, which
+// is outside the range the kernel hands out to listeners on port 0 and
+// which tests cannot bind without privileges. A server started and closed
+// to get a dead address is not one: a test running beside it may be given
+// the same port a moment later (seen in CI: a "down" model server answered
+// as another test's). The test fails if something answers there.
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	const addr = "127.0.0.1:1"
+	d := net.Dialer{Timeout: time.Second}
+	if c, err := d.DialContext(context.Background(), "tcp", addr); err == nil {
+		_ = c.Close()
+		t.Fatalf("something listens on %s, which these tests take for a dead address", addr)
+	}
+	return addr
 }

@@ -154,9 +154,7 @@ func TestRetries(t *testing.T) {
 	}
 
 	// Connection refused is retried, then reported.
-	dead := httptest.NewServer(http.NotFoundHandler())
-	url := dead.URL
-	dead.Close()
+	url := "http://" + terptest.RefusedAddr(t)
 	b, _ = New(Config{BaseURL: url, APIKey: testToken, RetryWait: time.Millisecond, Retries: 2})
 	if _, err := b.Create(context.Background(), sandbox.Options{}); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("dead server: %v", err)

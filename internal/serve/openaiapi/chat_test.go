@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/terpdev/terp/internal/config"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/serve/openaiapi"
+	"github.com/terpdev/terp/internal/terptest"
 )
 
 // answerFromOutput answers with what the code printed: if the tool path is
@@ -518,16 +518,15 @@ func TestModelsListsUpstreamsModelsAndTheirAliases(t *testing.T) {
 func TestChatUpstreamDownIsABadGatewayNamingIt(t *testing.T) {
 	for _, sb := range chatSandboxes() {
 		t.Run(sb.name, func(t *testing.T) {
-			down := httptest.NewServer(http.NotFoundHandler())
-			down.Close()
-			env := newChatEnv(t, sb, llmtest.New(t), chatOptions{settings: func(c *config.Config) { c.BaseURL = down.URL + "/v1" }})
+			downURL := "http://" + terptest.RefusedAddr(t)
+			env := newChatEnv(t, sb, llmtest.New(t), chatOptions{settings: func(c *config.Config) { c.BaseURL = downURL + "/v1" }})
 			c := env.client(aliceKey)
 			_, listErr := c.Models.List(t.Context())
 			_, chatErr := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "test-model", Messages: userMessages("Hi.")})
 			for what, err := range map[string]error{"the model list": listErr, "a chat completion": chatErr} {
 				var apiErr *openai.Error
-				if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || !strings.Contains(apiErr.Message, down.URL+"/v1") {
-					t.Errorf("%s: err = %v (%s), want a 502 naming %s", what, err, apiErrMessage(apiErr), down.URL)
+				if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || !strings.Contains(apiErr.Message, downURL+"/v1") {
+					t.Errorf("%s: err = %v (%s), want a 502 naming %s", what, err, apiErrMessage(apiErr), downURL)
 				}
 			}
 		})

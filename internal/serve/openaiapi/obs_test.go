@@ -454,9 +454,7 @@ func getReady(t *testing.T, base string) (int, readyReport) {
 // one does not.
 func TestReadyz(t *testing.T) {
 	up := llmtest.New(t)
-	down := httptest.NewServer(http.NotFoundHandler())
-	downURL := down.URL + "/v1"
-	down.Close()
+	downURL := "http://" + terptest.RefusedAddr(t) + "/v1"
 	for _, tt := range []struct {
 		name     string
 		upstream string
