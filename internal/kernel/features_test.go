@@ -97,7 +97,8 @@ func TestPrewarmDoesNotDelayRuns(t *testing.T) {
 	writeFile(t, sbx, "/work/slowmod.py", slowmod)
 	k := startKernel(t, sbx, Options{Prewarm: []string{"slowmod", "no_such_module"}, ReadyTimeout: 5 * time.Second})
 	waitForFile(t, sbx, "started")
-	wantOK(t, run(t, k, "x = 6 * 7\nx"), "42\n")
+	// The prewarm imports with the collector off; code runs with it on.
+	wantOK(t, run(t, k, "import gc\nx = 6 * 7\nx, gc.isenabled()"), "(42, True)\n")
 	wantOK(t, run(t, k, "x"), "42\n")
 	// A cell that imports only the standard library does not wait; one
 	// that imports more waits for the prewarm imports, and can be

@@ -152,7 +152,9 @@ if threading.current_thread().name == 'terp-prewarm':
 		t.Fatal(err)
 	}
 
-	wantOK(t, run(t, s, "import sys\nm = __import__('blocker')\nprint(m.__name__, 'numpy' in sys.modules)"), "blocker False\n")
+	// The preload imports with the collector off; the child runs with it on.
+	wantOK(t, run(t, s, "import gc, sys\nm = __import__('blocker')\nprint(m.__name__, 'numpy' in sys.modules, gc.isenabled())"),
+		"blocker False True\n")
 	// numpy was preloaded before blocker: this run does not wait for the
 	// rest, which would never end.
 	wantOK(t, run(t, s, "import sys, numpy\nprint(numpy.ones(3).sum(), 'numpy.linalg' in sys.modules, 'blocker' in sys.modules)"),
