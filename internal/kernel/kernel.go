@@ -110,7 +110,9 @@ var _ Runner = (*Kernel)(nil)
 var errClosed = errors.New("the Python kernel is closed")
 
 // moduleName is what Options.Prewarm accepts: dotted Python identifiers.
-var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+var moduleName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+})
 
 // Start starts the worker in sbx and returns without waiting for it: writing
 // its source, starting its process, its interpreter's start and its
@@ -125,7 +127,7 @@ var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 // conversation, and call Close when done.
 func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, error) {
 	for _, m := range opt.Prewarm {
-		if !moduleName.MatchString(m) {
+		if !moduleName().MatchString(m) {
 			return nil, fmt.Errorf("prewarm: %q is not a Python module name", m)
 		}
 	}

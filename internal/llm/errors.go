@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -155,8 +156,10 @@ func errorMessage(body []byte) (msg string, code int) {
 }
 
 var (
-	htmlTag = regexp.MustCompile(`(?s)<(script|style)\b.*?</(script|style)>|<[^>]*>`)
-	spaces  = regexp.MustCompile(`\s+`)
+	htmlTag = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?s)<(script|style)\b.*?</(script|style)>|<[^>]*>`)
+	})
+	spaces = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\s+`) })
 )
 
 // plainText makes a body that is not JSON fit one line of a message: a proxy
@@ -165,9 +168,9 @@ var (
 func plainText(body []byte) string {
 	s := string(body)
 	if strings.Contains(s, "<") && strings.Contains(s, ">") {
-		s = htmlTag.ReplaceAllString(s, " ")
+		s = htmlTag().ReplaceAllString(s, " ")
 	}
-	return spaces.ReplaceAllString(strings.TrimSpace(s), " ")
+	return spaces().ReplaceAllString(strings.TrimSpace(s), " ")
 }
 
 // errorValue reads the value of an "error" field: an object with a message

@@ -504,7 +504,7 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 // gone, or that was left running past its lifetime, returns an error
 // wrapping sandbox.ErrExpired (the latter is removed).
 func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.Sandbox, error) {
-	if !idPattern.MatchString(string(id)) {
+	if !idPattern().MatchString(string(id)) {
 		return nil, fmt.Errorf("resume sandbox %q: not a docker sandbox id: %w", id, sandbox.ErrExpired)
 	}
 	c, err := b.find(ctx, string(id))
@@ -683,7 +683,7 @@ func (b *Backend) Prune(ctx context.Context) ([]sandbox.SessionID, error) {
 func expired(c container.Summary, now time.Time) bool {
 	var deadline time.Time
 	for _, n := range c.Names {
-		if m := namePattern.FindStringSubmatch(strings.TrimPrefix(n, "/")); m != nil {
+		if m := namePattern().FindStringSubmatch(strings.TrimPrefix(n, "/")); m != nil {
 			sec, _ := strconv.ParseInt(m[2], 10, 64)
 			deadline = time.Unix(sec, 0)
 		}
@@ -700,8 +700,8 @@ func expired(c container.Summary, now time.Time) bool {
 // idPattern is what newID makes; namePattern is a container's name, which
 // carries the sandbox's current deadline in Unix seconds.
 var (
-	idPattern   = regexp.MustCompile(`^[0-9a-f]{12}$`)
-	namePattern = regexp.MustCompile(`^terp-([0-9a-f]{12})-(\d+)$`)
+	idPattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{12}$`) })
+	namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^terp-([0-9a-f]{12})-(\d+)$`) })
 )
 
 func containerName(id string, deadline time.Time) string {

@@ -240,7 +240,7 @@ func TestResumeFromFreshBackend(t *testing.T) {
 		t.Errorf("resumed container %s state %+v, want %s running", after.ID, after.State, before.ID)
 	}
 	// The lifetime starts again, and Prune sees it in the name.
-	m := namePattern.FindStringSubmatch(strings.TrimPrefix(after.Name, "/"))
+	m := namePattern().FindStringSubmatch(strings.TrimPrefix(after.Name, "/"))
 	if m == nil {
 		t.Fatalf("the container's name %s holds no deadline", after.Name)
 	}
