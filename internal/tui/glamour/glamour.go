@@ -4,7 +4,9 @@
 // coloured with terp's copy of chroma's Python lexer (internal/highlight)
 // rather than through chroma's quick package, and HTML is stripped by
 // ansi/striphtml.go rather than by bluemonday, whose initialisation
-// compiles dozens of regular expressions.
+// compiles dozens of regular expressions. The GFM and definition list
+// extensions are goldmark's, from terp's copy in gfm, which compiles their
+// regular expressions on first use rather than at every command's start.
 //
 // Why a copy: glamour's ansi package imports chroma's lexers and styles
 // packages, which parse 280 lexers and 74 styles from XML when Go
@@ -27,12 +29,12 @@ import (
 
 	"github.com/muesli/termenv"
 	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/renderer"
 	"github.com/yuin/goldmark/util"
 
 	"github.com/terpdev/terp/internal/tui/glamour/ansi"
+	"github.com/terpdev/terp/internal/tui/glamour/gfm"
 )
 
 const (
@@ -54,8 +56,8 @@ func NewTermRenderer(options ...TermRendererOption) (*TermRenderer, error) {
 	tr := &TermRenderer{
 		md: goldmark.New(
 			goldmark.WithExtensions(
-				extension.GFM,
-				extension.DefinitionList,
+				gfm.GFM,
+				gfm.DefinitionList,
 			),
 			goldmark.WithParserOptions(
 				parser.WithAutoHeadingID(),
