@@ -60,7 +60,7 @@ func TestEveryChoiceKeyCompletes(t *testing.T) {
 			continue
 		}
 		for _, cmd := range []string{"ask", "chat", "batch", "doctor"} {
-			root := newCmdRoot(NewFactory())
+			root := newCmdRoot(NewFactory(), nil)
 			sub, _, err := root.Find([]string{cmd})
 			if err != nil || sub.Flags().Lookup(k.Flag) == nil {
 				continue

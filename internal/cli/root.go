@@ -9,6 +9,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -26,7 +27,7 @@ func Main() int {
 
 // Run executes one command line with the dependencies in f.
 func Run(ctx context.Context, f *Factory, args []string) int {
-	root := newCmdRoot(f)
+	root := newCmdRoot(f, args)
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
@@ -35,7 +36,35 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	return exitCode(err, f.IO.ErrOut)
 }
 
-func newCmdRoot(f *Factory) *cobra.Command {
+// A subcommand is one of terp's commands: the names it is run by (its
+// Use's first word and its aliases; TestSubcommandNames keeps them so) and
+// its constructor.
+type subcommand struct {
+	names []string
+	build func(*Factory) *cobra.Command
+}
+
+var subcommands = []subcommand{
+	{[]string{"ask"}, func(f *Factory) *cobra.Command { return newCmdAsk(f, nil) }},
+	{[]string{"chat"}, newCmdChat},
+	{[]string{"sessions", "session"}, newCmdSessions},
+	{[]string{"config"}, newCmdConfig},
+	{[]string{"doctor"}, newCmdDoctor},
+	{[]string{"batch"}, func(f *Factory) *cobra.Command { return newCmdBatch(f, nil) }},
+	{[]string{"version"}, newCmdVersion},
+	{[]string{"sandbox"}, newCmdSandbox},
+	{[]string{"serve"}, func(f *Factory) *cobra.Command { return newCmdServe(f, nil) }},
+	{[]string{"mcp"}, func(f *Factory) *cobra.Command { return newCmdMCP(f, nil) }},
+}
+
+// newCmdRoot builds terp's command tree for the command line args. When
+// its first argument names a command, only that command is built: every
+// command's flags cost time and memory to register (a quarter of a
+// millisecond for all of them, docs/benchmarks.md "Start-up"), and a
+// command line runs one. Anything else (no command, a flag first, help,
+// completion, a typo) gets the whole tree, which lists and suggests the
+// commands.
+func newCmdRoot(f *Factory, args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "terp <command>",
 		Short: "A code interpreter for open models",
@@ -66,9 +95,24 @@ stays on infrastructure you control.`,
 		return usagef("%v; run '%s --help' for usage", err, cmd.CommandPath())
 	})
 	root.PersistentFlags().StringVar(&f.ConfigPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/terp/config.toml)")
-	root.AddCommand(newCmdAsk(f, nil), newCmdChat(f), newCmdSessions(f), newCmdConfig(f), newCmdDoctor(f), newCmdBatch(f, nil), newCmdVersion(f), newCmdSandbox(f), newCmdServe(f, nil), newCmdMCP(f, nil))
+	if i := named(args); i >= 0 {
+		root.AddCommand(subcommands[i].build(f))
+	} else {
+		for _, sub := range subcommands {
+			root.AddCommand(sub.build(f))
+		}
+	}
 	argsAreUsage(root)
 	return root
+}
+
+// named returns the index in subcommands of the command that args run
+// when their first argument is its name, or -1.
+func named(args []string) int {
+	if len(args) == 0 {
+		return -1
+	}
+	return slices.IndexFunc(subcommands, func(sub subcommand) bool { return slices.Contains(sub.names, args[0]) })
 }
 
 // argsAreUsage makes a wrong number of arguments a usage error (exit 2),
