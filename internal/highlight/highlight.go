@@ -8,6 +8,9 @@
 // program that links them, whatever it does. That was 25 ms of every terp
 // command, `terp version` and `terp ask --json` included; here only what is
 // used is parsed, on first use.
+//
+// The terminal formatters that turn the tokens into escape sequences are
+// chroma's too, copied for the same reason (see formatter.go).
 package highlight
 
 import (

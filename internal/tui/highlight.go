@@ -4,31 +4,29 @@ import (
 	"strings"
 
 	"github.com/alecthomas/chroma/v2"
-	"github.com/alecthomas/chroma/v2/formatters"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/terpdev/terp/internal/highlight"
 	"github.com/terpdev/terp/internal/sanitize"
 )
 
-// highlighter colours Python source for the terminal with chroma.
+// highlighter colours Python source for the terminal with chroma: its
+// Python lexer, styles and terminal formatters, as internal/highlight copies
+// them.
 type highlighter struct {
 	lexer     chroma.Lexer
 	style     *chroma.Style
-	formatter chroma.Formatter // nil: no colour
+	formatter chroma.Formatter // nil: no colour (format is "" or no terminal formatter's name)
 	memo      *memo
 }
 
 func newHighlighter(style, format string) *highlighter {
-	h := &highlighter{
-		lexer: chroma.Coalesce(highlight.Python()),
-		style: highlight.Style(style),
-		memo:  newMemo(64),
+	return &highlighter{
+		lexer:     chroma.Coalesce(highlight.Python()),
+		style:     highlight.Style(style),
+		formatter: highlight.Formatter(format),
+		memo:      newMemo(64),
 	}
-	if format != "" {
-		h.formatter = formatters.Get(format)
-	}
-	return h
 }
 
 // render returns code, from the model, as lines at most width wide. The

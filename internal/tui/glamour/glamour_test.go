@@ -12,8 +12,9 @@ import (
 // answer has what a model's answer holds, and a little of everything else
 // glamour draws. Its Python has no comment: the dark style colours comments
 // #676767, which lies exactly between two of the terminal's 256 colours,
-// and chroma's formatter takes either, at random once per process (it walks
-// a map), in glamour as in this copy.
+// and chroma's formatter, which glamour uses, takes either, at random once
+// per process (it walks a map); terp's copy (internal/highlight) always
+// takes the lower.
 const answer = `# Growth by month
 
 **December** grew the most: revenue rose by ` + "`26,450`" + ` over _November_.

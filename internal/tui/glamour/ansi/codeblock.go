@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/alecthomas/chroma/v2"
-	"github.com/alecthomas/chroma/v2/formatters"
 	"github.com/muesli/reflow/indent"
 	"github.com/muesli/termenv"
 
@@ -156,19 +155,22 @@ func (e *CodeBlockElement) Render(w io.Writer, ctx RenderContext) error {
 	return el.Render(iw, ctx)
 }
 
-// highlightCode is chroma's quick.Highlight with the lexers terp has: Python,
-// and plain text for any other language. Chroma's quick package links its
-// lexers and styles packages, whose initialisation costs every terp command
-// 25 ms (see internal/highlight). The style is always charm: the styles
-// terp renders with (styles.go) name no chroma theme of their own.
+// highlightCode is chroma's quick.Highlight with the lexers and formatters
+// terp has: Python, and plain text for any other language; the terminal
+// formatters, and the no-op one for any other formatter name, as chroma's
+// formatters.Get falls back to. Chroma's quick package links its lexers,
+// styles and formatters packages, which build everything they hold when
+// they are initialised, at the start of every terp command (see
+// internal/highlight). The style is always charm: the styles terp renders
+// with (styles.go) name no chroma theme of their own.
 func highlightCode(w io.Writer, source, language, formatter string) error {
 	l := highlight.Lexer(language)
 	if l == nil {
 		l = highlight.Plaintext()
 	}
-	f := formatters.Get(formatter)
+	f := highlight.Formatter(formatter)
 	if f == nil {
-		f = formatters.Fallback
+		f = highlight.NoOp
 	}
 	mutex.Lock()
 	s := charm
