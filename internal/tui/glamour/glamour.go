@@ -97,7 +97,7 @@ func WithColorProfile(profile termenv.Profile) TermRendererOption {
 // style.
 func WithStandardStyle(style string) TermRendererOption {
 	return func(tr *TermRenderer) error {
-		styles, ok := DefaultStyles[style]
+		styles, ok := DefaultStyles()[style]
 		if !ok {
 			return fmt.Errorf("%s: style not found", style)
 		}

@@ -4,6 +4,8 @@ package glamour
 // the ones it does not use (pink, dracula, tokyo-night).
 
 import (
+	"sync"
+
 	"github.com/terpdev/terp/internal/tui/glamour/ansi"
 )
 
@@ -21,9 +23,12 @@ const (
 	NoTTYStyle = "notty"
 )
 
-var (
-	// ASCIIStyleConfig uses only ASCII characters.
-	ASCIIStyleConfig = ansi.StyleConfig{
+// DefaultStyles returns the default styles, by name. They are built on first
+// use, not when Go initialises the package (terp changed this: every terp
+// command initialises it, and only the chat renders Markdown).
+var DefaultStyles = sync.OnceValue(func() map[string]*ansi.StyleConfig {
+	// ascii uses only ASCII characters.
+	ascii := ansi.StyleConfig{
 		Document: ansi.StyleBlock{
 			StylePrimitive: ansi.StylePrimitive{
 				BlockPrefix: "\n",
@@ -129,8 +134,8 @@ var (
 		},
 	}
 
-	// DarkStyleConfig is the default dark style.
-	DarkStyleConfig = ansi.StyleConfig{
+	// dark is the default dark style.
+	dark := ansi.StyleConfig{
 		Document: ansi.StyleBlock{
 			StylePrimitive: ansi.StylePrimitive{
 				BlockPrefix: "\n",
@@ -339,8 +344,8 @@ var (
 		},
 	}
 
-	// LightStyleConfig is the default light style.
-	LightStyleConfig = ansi.StyleConfig{
+	// light is the default light style.
+	light := ansi.StyleConfig{
 		Document: ansi.StyleBlock{
 			StylePrimitive: ansi.StylePrimitive{
 				BlockPrefix: "\n",
@@ -548,17 +553,16 @@ var (
 		},
 	}
 
-	// NoTTYStyleConfig is the default notty style.
-	NoTTYStyleConfig = ASCIIStyleConfig
+	// notty is the default notty style.
+	notty := ascii
 
-	// DefaultStyles are the default styles.
-	DefaultStyles = map[string]*ansi.StyleConfig{
-		AsciiStyle: &ASCIIStyleConfig,
-		DarkStyle:  &DarkStyleConfig,
-		LightStyle: &LightStyleConfig,
-		NoTTYStyle: &NoTTYStyleConfig,
+	return map[string]*ansi.StyleConfig{
+		AsciiStyle: &ascii,
+		DarkStyle:  &dark,
+		LightStyle: &light,
+		NoTTYStyle: &notty,
 	}
-)
+})
 
 func boolPtr(b bool) *bool       { return &b }
 func stringPtr(s string) *string { return &s }
