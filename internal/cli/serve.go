@@ -21,6 +21,7 @@ import (
 
 	"github.com/terpdev/terp/internal/agent"
 	"github.com/terpdev/terp/internal/config"
+	"github.com/terpdev/terp/internal/conversation"
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/serve"
 	"github.com/terpdev/terp/internal/serve/jupyter"
@@ -67,7 +68,14 @@ type serveOptions struct {
 	// librechat are the settings of LibreChat's signed tokens; see
 	// addLibreChatFlags.
 	librechat libreChatFlags
+	// warm is how many sandboxes the server keeps made ahead for each
+	// kind of container (conversation.Deps.Warm).
+	warm int
 }
+
+// maxWarm bounds --warm: each warm sandbox holds an interpreter with the
+// data libraries imported (about 100 MB).
+const maxWarm = 64
 
 // logFormats are the formats of terp serve's log; the first is the default.
 var logFormats = []string{"text", "json"}
@@ -195,6 +203,7 @@ LibreChat clients.`,
 	fl.StringVar(&opts.steps, "steps", openaiapi.StepsModes[0], "where chat completions show the steps (`MODE`: "+strings.Join(openaiapi.StepsModes, ", ")+`); a request's "terp_steps" chooses for itself`)
 	fl.StringVar(&opts.metricsListen, "metrics-listen", "", "`ADDR` of a listener of their own for /metrics, /healthz and /readyz, without a key")
 	fl.StringVar(&opts.logFormat, "log-format", logFormats[0], "the log's `FORMAT` on stderr: "+strings.Join(logFormats, " or "))
+	fl.IntVar(&opts.warm, "warm", 1, "sandboxes to keep made ahead, with Python started and the prewarm imported, for each kind of container clients made lately (`N`; 0: none)")
 	fl.BoolVar(&opts.logDebug, "log-debug", false, "log at debug level, with what clients send: keys, prompts, code and outputs (never without it)")
 	if err := cmd.RegisterFlagCompletionFunc("steps", completeChoices(openaiapi.StepsModes)); err != nil {
 		panic(err)
@@ -314,6 +323,9 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if err := checkPublicURL(opts.publicURL); err != nil {
 		return err
 	}
+	if opts.warm < 0 || opts.warm > maxWarm {
+		return usagef("--warm is %d: give between 0 (none) and %d sandboxes kept ready", opts.warm, maxWarm)
+	}
 	if opts.linkLifetime < time.Minute {
 		return usagef("--link-lifetime is %s: give a minute or more (the default, 720h, is 30 days)", opts.linkLifetime)
 	}
@@ -353,10 +365,13 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if stores.shared() {
 		shared.store = stores.conversations
 	}
-	svc, err := shared.Conversations()
+	st, err := shared.Store()
 	if err != nil {
 		return err
 	}
+	svc := conversation.New(conversation.Deps{Store: st, NewBackend: shared.NewBackend, NewModel: shared.NewModel,
+		Warm: opts.warm, Log: log})
+	defer svc.Close()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", opts.listen)
 	if err != nil {
@@ -387,6 +402,11 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 		PublicURL: opts.publicURL, LinkLifetime: opts.linkLifetime,
 	})
 	if err != nil {
+		return err
+	}
+	// OpenAI's clients' containers, with no options, are the ones ready
+	// from the start; other kinds are once clients make them.
+	if err := srv.KeepWarm(serve.ContainerSpec{}); err != nil {
 		return err
 	}
 	openaiapi.Register(srv, openaiapi.Options{AliasSuffix: opts.aliasSuffix, Steps: opts.steps})

@@ -366,24 +366,34 @@ func (c *Conversation) idleTimeout() {
 // once, so a process killed before its first step still leaves a
 // conversation the next one can resume.
 func (c *Conversation) create(ctx context.Context) error {
-	sbx, err := c.backend.Create(ctx, sandbox.Options{
-		Timeout: c.cfg.SandboxTimeout,
-		Limits: sandbox.Limits{
-			MemoryBytes:   c.cfg.MemoryLimit,
-			Processes:     c.cfg.ProcessLimit,
-			FileSizeBytes: c.cfg.FileSizeLimit,
-			WorkBytes:     c.cfg.MaxWorkSize,
-		},
-		Network: c.cfg.NetworkPolicy(),
-	})
+	sbx, err := c.backend.Create(ctx, sandboxOptions(c.cfg))
 	if err != nil {
 		return fmt.Errorf("create the %s sandbox: %w", c.cfg.Sandbox, err)
 	}
+	c.use(sbx)
+	return nil
+}
+
+// use makes sbx the conversation's sandbox and records its id.
+func (c *Conversation) use(sbx sandbox.Sandbox) {
 	c.sbx = sbx
 	c.update(func(r *store.Conversation) {
 		r.Sandbox = store.SandboxRef{Backend: c.cfg.Sandbox, SessionID: string(sbx.ID())}
 	})
-	return nil
+}
+
+// sandboxOptions are what a conversation with cfg makes its sandbox with.
+func sandboxOptions(cfg *config.Config) sandbox.Options {
+	return sandbox.Options{
+		Timeout: cfg.SandboxTimeout,
+		Limits: sandbox.Limits{
+			MemoryBytes:   cfg.MemoryLimit,
+			Processes:     cfg.ProcessLimit,
+			FileSizeBytes: cfg.FileSizeLimit,
+			WorkBytes:     cfg.MaxWorkSize,
+		},
+		Network: cfg.NetworkPolicy(),
+	}
 }
 
 // startRunner starts the runner for the conversation's sandbox, as exec_mode
@@ -393,8 +403,13 @@ func (c *Conversation) startRunner(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.runner = recordingRunner{Runner: r, c: c}
+	c.useRunner(r)
 	return nil
+}
+
+// useRunner makes r what runs the conversation's code.
+func (c *Conversation) useRunner(r kernel.Runner) {
+	c.runner = recordingRunner{Runner: r, c: c}
 }
 
 // recordingRunner saves, before the conversation's code first runs, that it

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -56,6 +57,7 @@ type Service struct {
 	store      store.Store
 	newBackend func(*config.Config) (sandbox.Backend, error)
 	newModel   func(*config.Config) agent.Completer
+	warm       *warmPools
 }
 
 // Deps are what a Service is built from. NewBackend is called once per
@@ -67,12 +69,46 @@ type Deps struct {
 	Store      store.Store
 	NewBackend func(*config.Config) (sandbox.Backend, error)
 	NewModel   func(*config.Config) agent.Completer
+	// Warm is how many sandboxes to keep made, with Python started and
+	// its prewarm imports done, for each setup conversations were opened
+	// with lately (see warm.go): a server's conversations then start
+	// without waiting for them. Zero keeps none, as a command that opens
+	// one conversation should. Log hears of a warm sandbox that could not
+	// be made; nil discards.
+	Warm int
+	Log  *slog.Logger
 }
 
-// New returns the service for deps.
+// New returns the service for deps. Close it when done if it keeps warm
+// sandboxes.
 func New(deps Deps) *Service {
-	return &Service{store: deps.Store, newBackend: deps.NewBackend, newModel: deps.NewModel}
+	return &Service{store: deps.Store, newBackend: deps.NewBackend, newModel: deps.NewModel,
+		warm: newWarmPools(deps.Warm, deps.Log)}
 }
+
+// KeepWarm has the service keep Deps.Warm sandboxes ready, from now on,
+// for conversations opened with cfg and opts: the setup a front-end
+// expects most of its conversations in, whose first one then starts warm
+// too. It does nothing when the service keeps no warm sandboxes.
+func (s *Service) KeepWarm(cfg *config.Config, opts Options) error {
+	if s.warm == nil || s.warm.size <= 0 {
+		return nil
+	}
+	own := *cfg
+	backend, err := s.newBackend(&own)
+	if err != nil {
+		return err
+	}
+	s.warm.keep(setupOf(backend, &own, opts.ValueApart))
+	return nil
+}
+
+// WarmReady counts the warm sandboxes ready for a conversation to take.
+func (s *Service) WarmReady() int { return s.warm.ready() }
+
+// Close removes the warm sandboxes and stops making them. The
+// conversations the service opened are the caller's to close.
+func (s *Service) Close() { s.warm.close() }
 
 // Model is the model client cfg's conversations talk to, for a front-end
 // that asks the model itself, without a conversation (terp serve's
@@ -132,6 +168,14 @@ func (s *Service) Open(ctx context.Context, cfg *config.Config, opts Options) (*
 		Model: own.Model, BaseURL: own.BaseURL, ExecMode: own.ExecMode, MaxSteps: own.MaxSteps,
 		Network: own.Network, NetworkAllow: own.NetworkPolicy().Allow, ValueApart: opts.ValueApart,
 	}, own.Sandbox)
+	if w, ok := s.warm.take(setupOf(backend, &own, opts.ValueApart)); ok {
+		c.use(w.sbx)
+		c.useRunner(w.runner)
+		c.agent = c.newAgent()
+		// Its lifetime runs from when it was made.
+		c.awakeSince = w.made
+		return c, nil
+	}
 	if err := c.create(ctx); err != nil {
 		// No sandbox was made, so no code ran and nothing was uploaded:
 		// the record is only the one create may have written.

@@ -78,17 +78,18 @@ func AgentConfig(cfg *config.Config) agent.Config {
 // newRunner starts what runs the model's code in sbx, as exec_mode says;
 // valueApart keeps a cell's trailing value out of its output.
 func newRunner(ctx context.Context, sbx sandbox.Sandbox, cfg *config.Config, valueApart bool) (kernel.Runner, error) {
-	opt := kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr, ValueApart: valueApart,
-		Grace: cfg.InterruptGrace}
-	if kernel.Mode(cfg.ExecMode) == kernel.ModeScript {
-		opt.Fresh = true
-	}
 	// The kernel lives as long as the conversation, not as the caller's
 	// context: cancelling stops the step that is running (Run's context),
 	// and Close stops the kernel.
-	k, err := kernel.Start(context.WithoutCancel(ctx), sbx, opt)
+	k, err := kernel.Start(context.WithoutCancel(ctx), sbx, kernelOptions(cfg, valueApart))
 	if err != nil {
 		return nil, fmt.Errorf("start the Python kernel: %w", err)
 	}
 	return k, nil
+}
+
+// kernelOptions are what a conversation with cfg starts its Python with.
+func kernelOptions(cfg *config.Config, valueApart bool) kernel.Options {
+	return kernel.Options{Prewarm: cfg.Prewarm, MaxStdout: cfg.MaxStdout, MaxStderr: cfg.MaxStderr, ValueApart: valueApart,
+		Grace: cfg.InterruptGrace, Fresh: kernel.Mode(cfg.ExecMode) == kernel.ModeScript}
 }

@@ -156,6 +156,29 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	return k, nil
 }
 
+// Ready waits for the worker's interpreter to start, as the first Run
+// would, and returns its failure: for a caller that starts a kernel well
+// before its first run (a warm sandbox) and would rather find a worker
+// that cannot start then. It runs nothing; the prewarm imports may go on
+// after it returns.
+func (k *Kernel) Ready(ctx context.Context) error {
+	select {
+	case <-k.started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	k.mu.Lock()
+	w, closed, err := k.w, k.closed, k.startErr
+	k.mu.Unlock()
+	switch {
+	case closed:
+		return errClosed
+	case err != nil:
+		return err
+	}
+	return k.awaitReady(ctx, w)
+}
+
 // Run runs code as the next cell. It first waits for a run in progress to
 // end and, if need be, for the worker's start-up (bounded by
 // Options.ReadyTimeout); ctx bounds both waits, and a Run whose ctx ends

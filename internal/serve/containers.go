@@ -236,20 +236,7 @@ type ContainerSpec struct {
 // owner's and the server's container limits (a *Refusal), and returns it
 // leased.
 func (s *Server) CreateContainer(ctx context.Context, owner string, spec ContainerSpec) (*Lease, error) {
-	now := time.Now()
-	rec := state.Container{ID: cmp.Or(spec.ID, NewID("cntr_")), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now,
-		Minutes: spec.Minutes, Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica,
-		KeepConversation: spec.KeepConversation, Origin: spec.Origin, ValueApart: spec.ValueApart, Fresh: spec.Fresh,
-		Ref: spec.Ref}
-	if rec.Minutes == 0 {
-		rec.Minutes = defaultExpiry
-	}
-	if rec.Memory == "" {
-		rec.Memory = memoryName(s.cfg.Settings.MemoryLimit)
-	}
-	if rec.Network.Type == "" {
-		rec.Network.Type = "disabled"
-	}
+	rec := s.containerRecord(owner, spec)
 	made, err := s.reserveContainer(ctx, owner, rec.ID)
 	if err != nil {
 		return nil, err
@@ -273,6 +260,35 @@ func (s *Server) CreateContainer(ctx context.Context, owner string, spec Contain
 	defer s.mu.Unlock()
 	s.containers[c.ID] = c
 	return s.hold(c), nil
+}
+
+// containerRecord is the record of a container made for owner as spec
+// says, now.
+func (s *Server) containerRecord(owner string, spec ContainerSpec) state.Container {
+	now := time.Now()
+	rec := state.Container{ID: cmp.Or(spec.ID, NewID("cntr_")), Owner: owner, Name: spec.Name, CreatedAt: now, LastActive: now,
+		Minutes: spec.Minutes, Memory: spec.Memory, Network: spec.Network, Replica: s.cfg.Replica,
+		KeepConversation: spec.KeepConversation, Origin: spec.Origin, ValueApart: spec.ValueApart, Fresh: spec.Fresh,
+		Ref: spec.Ref}
+	if rec.Minutes == 0 {
+		rec.Minutes = defaultExpiry
+	}
+	if rec.Memory == "" {
+		rec.Memory = memoryName(s.cfg.Settings.MemoryLimit)
+	}
+	if rec.Network.Type == "" {
+		rec.Network.Type = "disabled"
+	}
+	return rec
+}
+
+// KeepWarm has the conversation service keep sandboxes ready for
+// containers made as spec says (see conversation.Service.KeepWarm): a
+// front-end names the containers most of its clients make, so that even
+// the first one after the start is warm.
+func (s *Server) KeepWarm(spec ContainerSpec) error {
+	rec := s.containerRecord("", spec)
+	return s.cfg.Conversations.KeepWarm(s.containerConfig(rec), conversationOptions(rec))
 }
 
 // conversationOptions are what a container's conversation is opened with.

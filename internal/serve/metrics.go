@@ -40,7 +40,7 @@ type Metrics struct {
 	// containers is set by the server that counts its containers at each
 	// scrape.
 	mu         sync.Mutex
-	containers func() (active, paused int)
+	containers func() (active, paused, warm int)
 }
 
 // Every metric's name starts with this.
@@ -149,7 +149,7 @@ func (m *Metrics) Transport(base http.RoundTripper) http.RoundTripper {
 }
 
 // use ties the metrics to the server whose containers they count.
-func (m *Metrics) use(containers func() (active, paused int)) error {
+func (m *Metrics) use(containers func() (active, paused, warm int)) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.containers != nil {
@@ -231,23 +231,32 @@ var containersDesc = prometheus.NewDesc(metricPrefix+"containers",
 	"Containers open in this process, by state: active (the sandbox runs) or paused (idle past idle_pause: it costs only disk until the next request wakes it). Those kept only in the state (after a restart, or open in another replica) are not counted.",
 	[]string{"state"}, nil)
 
-func (c containerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- containersDesc }
+var warmDesc = prometheus.NewDesc(metricPrefix+"warm_sandboxes",
+	"Sandboxes made ahead, with Python started, ready for the next containers to take (terp serve --warm).",
+	nil, nil)
+
+func (c containerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- containersDesc
+	ch <- warmDesc
+}
 
 func (c containerCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Lock()
 	count := c.m.containers
 	c.m.mu.Unlock()
-	active, paused := 0, 0
+	active, paused, warm := 0, 0, 0
 	if count != nil {
-		active, paused = count()
+		active, paused, warm = count()
 	}
 	ch <- prometheus.MustNewConstMetric(containersDesc, prometheus.GaugeValue, float64(active), "active")
 	ch <- prometheus.MustNewConstMetric(containersDesc, prometheus.GaugeValue, float64(paused), "paused")
+	ch <- prometheus.MustNewConstMetric(warmDesc, prometheus.GaugeValue, float64(warm))
 }
 
-// containerCounts counts the containers open in this process by state:
-// each replica reports its own, and a sum over replicas counts each once.
-func (s *Server) containerCounts() (active, paused int) {
+// containerCounts counts the containers open in this process by state,
+// and the warm sandboxes ready for more: each replica reports its own, and
+// a sum over replicas counts each once.
+func (s *Server) containerCounts() (active, paused, warm int) {
 	s.mu.Lock()
 	all := make([]*Container, 0, len(s.containers))
 	for _, c := range s.containers {
@@ -261,7 +270,7 @@ func (s *Server) containerCounts() (active, paused int) {
 			active++
 		}
 	}
-	return active, paused
+	return active, paused, s.cfg.Conversations.WarmReady()
 }
 
 // timedTransport times each request to the model server until its body is
