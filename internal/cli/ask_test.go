@@ -50,7 +50,7 @@ func terpWith(t *testing.T, seam func(*Factory), env map[string]string, stdin st
 }
 
 // homeEnv is env over a new home and XDG directories of the test's own.
-func homeEnv(t *testing.T, env map[string]string) map[string]string {
+func homeEnv(t testing.TB, env map[string]string) map[string]string {
 	home := terptest.TempDir(t)
 	full := map[string]string{
 		"HOME":            home,

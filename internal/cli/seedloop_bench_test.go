@@ -1,15 +1,20 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/terpdev/terp/internal/llm/llmtest"
 	"github.com/terpdev/terp/internal/terptest"
 )
@@ -220,3 +225,119 @@ func benchSeedLoop(b *testing.B, bin, python, peer string, s *llmtest.Server, wa
 	b.ReportMetric(took[3].Seconds()/took[0].Seconds(), "kernel/seed")
 	b.ReportMetric(took[4].Seconds()/took[0].Seconds(), "kernel-prewarm/seed")
 }
+
+// BenchmarkServeWarmVsSeedLoop runs the analysis of
+// BenchmarkScriptModeVsSeedLoop through `terp serve` (the binary, with its
+// default --warm 1), in kernel mode and in script mode, and in kernel mode
+// with --warm 0 (serve-kernel-cold), as a client of the
+// Responses API asks it: the file uploaded, then one response whose
+// container runs the five steps. Each side is timed from the upload to the
+// response. The server's sandbox is the one it made ahead: each iteration
+// starts once the server reports one ready and has had warmSettle more for
+// its imports (0.35 s on an idle machine), as a server whose conversations
+// do not all come at once has; the seed's loop starts its interpreters as
+// always.
+//
+//	go test -run '^$' -bench ServeWarmVsSeedLoop -benchtime 5x -count 3 ./internal/cli/
+func BenchmarkServeWarmVsSeedLoop(b *testing.B) {
+	python, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		b.Skip("SKIP: the seed's loop needs /usr/bin/python3")
+	}
+	peer, err := filepath.Abs(filepath.Join("testdata", "seedloop.py"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	csv, err := filepath.Abs(filepath.Join("..", "..", "examples", "sales.csv"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := os.ReadFile(csv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := salesTotal(b, csv)
+	s := analysisModel(b)
+	home := terptest.TempDir(b)
+	work := filepath.Join(home, "seedwork")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "sales.csv"), data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	const question = "What is the total revenue?"
+	seed := func() time.Duration {
+		cmd := exec.Command(python, peer, s.BaseURL(), work, question)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+		start := time.Now()
+		out, err := cmd.Output()
+		took := time.Since(start)
+		if err != nil || !strings.Contains(string(out), want) {
+			b.Fatalf("seed: %v, stdout %q; want %q", err, out, want)
+		}
+		return took
+	}
+	type server struct {
+		name    string
+		warm    int
+		p       *serveProcess
+		metrics string
+	}
+	servers := []server{{name: "serve-kernel", warm: 1}, {name: "serve-script", warm: 1}, {name: "serve-kernel-cold", warm: 0}}
+	for i, sv := range servers {
+		mode, _, _ := strings.Cut(strings.TrimPrefix(sv.name, "serve-"), "-")
+		p := startGatewayProcess(b, homeEnv(b, map[string]string{"TERP_BASE_URL": s.BaseURL(), "TERP_MODEL": "test-model"}),
+			"--no-auth", "--metrics-listen", "127.0.0.1:0", "--exec-mode", mode, "--warm", strconv.Itoa(sv.warm))
+		m := regexp.MustCompile(`serving metrics on (http://\S+)/metrics`).FindStringSubmatch(p.log.String())
+		if m == nil {
+			b.Fatalf("terp serve did not say where its metrics are:\n%s", p.log)
+		}
+		servers[i].p, servers[i].metrics = p, m[1]
+	}
+	ctx := context.Background()
+	ask := func(sv server) time.Duration {
+		waitFor(b, func() bool { return warmGauge(b, sv.metrics) == sv.warm }, "a warm sandbox")
+		time.Sleep(warmSettle)
+		c := sv.p.client()
+		start := time.Now()
+		file, err := c.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(data), "sales.csv", "text/csv"),
+			Purpose: openai.FilePurposeUserData})
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := c.Responses.New(ctx, responses.ResponseNewParams{
+			Model: "test-model", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)},
+			Tools: []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(
+				responses.ToolCodeInterpreterContainerCodeInterpreterContainerAutoParam{FileIDs: []string{file.ID}})},
+		})
+		took := time.Since(start)
+		if err != nil || !strings.Contains(resp.OutputText(), want) {
+			b.Fatalf("%s: %v, %q; want %q\n%s", sv.name, err, resp.OutputText(), want, sv.p.log)
+		}
+		return took
+	}
+	// Untimed, as in BenchmarkScriptModeVsSeedLoop.
+	seed()
+	for _, sv := range servers {
+		ask(sv)
+	}
+	var seedTook time.Duration
+	took := make([]time.Duration, len(servers))
+	for b.Loop() {
+		seedTook += seed()
+		for i, sv := range servers {
+			took[i] += ask(sv)
+		}
+	}
+	steps := float64(b.N * len(terptest.AnalysisSteps))
+	b.ReportMetric(seedTook.Seconds()*1000/steps, "ms/step-seed")
+	for i, sv := range servers {
+		b.ReportMetric(took[i].Seconds()*1000/steps, "ms/step-"+sv.name)
+		b.ReportMetric(took[i].Seconds()/seedTook.Seconds(), sv.name+"/seed")
+	}
+}
+
+// warmSettle is how long BenchmarkServeWarmVsSeedLoop lets a warm
+// sandbox's imports run after the server reports it ready.
+const warmSettle = 1500 * time.Millisecond

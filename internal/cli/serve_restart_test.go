@@ -35,14 +35,14 @@ type serveProcess struct {
 
 // startGatewayProcess starts `terp serve` with env (see homeEnv) and args,
 // and waits until it says where it serves.
-func startGatewayProcess(t *testing.T, env map[string]string, args ...string) *serveProcess {
+func startGatewayProcess(t testing.TB, env map[string]string, args ...string) *serveProcess {
 	t.Helper()
 	return startProcess(t, env, `serving the OpenAI API on (http://\S+/v1)`, append([]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-delay", "0s"}, args...)...)
 }
 
 // startProcess starts the terp binary with env and args, and waits until
 // its stderr has a line matching ready, whose first group is its address.
-func startProcess(t *testing.T, env map[string]string, ready string, args ...string) *serveProcess {
+func startProcess(t testing.TB, env map[string]string, ready string, args ...string) *serveProcess {
 	t.Helper()
 	cmd := exec.Command(terptest.Binary(t), args...)
 	for k, v := range env {
@@ -260,7 +260,7 @@ func wantFiles(t *testing.T, ctx context.Context, c openai.Client, cntr string, 
 	}
 }
 
-func waitFor(t *testing.T, ok func() bool, what string) {
+func waitFor(t testing.TB, ok func() bool, what string) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

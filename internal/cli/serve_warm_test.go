@@ -44,7 +44,7 @@ func uptime(t *testing.T) float64 {
 }
 
 // warmGauge reads terp_warm_sandboxes from the metrics at base.
-func warmGauge(t *testing.T, base string) int {
+func warmGauge(t testing.TB, base string) int {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
