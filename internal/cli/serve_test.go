@@ -42,6 +42,8 @@ func TestServeRefusesToStartUnsafely(t *testing.T) {
 		{"public url without a scheme", []string{"serve", "--no-auth", "--public-url", "terp.example.com"}, "give http(s)://HOST"},
 		{"public url with a query", []string{"serve", "--no-auth", "--public-url", "https://terp.example.com/?a=1"}, "give http(s)://HOST"},
 		{"link lifetime too short", []string{"serve", "--no-auth", "--link-lifetime", "1s"}, "give a minute or more"},
+		{"warm below zero", []string{"serve", "--no-auth", "--warm", "-1"}, "--warm is -1: give between 0 (none) and 64"},
+		{"warm past the bound", []string{"serve", "--no-auth", "--warm", "65"}, "--warm is 65: give between 0 (none) and 64"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := terp(t, nil, "", tt.args...)
