@@ -211,6 +211,36 @@ func TestRunAfterClose(t *testing.T) {
 	}
 }
 
+// TestReady waits for the worker's start without running a cell, as a
+// warm sandbox is made: the first cell is still cell 1, with the
+// interpreter's start behind it; a worker that cannot start is Ready's
+// error; a closed kernel is never ready.
+func TestReady(t *testing.T) {
+	t.Parallel()
+	sbx := newSandbox(t)
+	k := startKernel(t, sbx, Options{})
+	if err := k.Ready(context.Background()); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+	if res := run(t, k, "print(__name__)"); res.Cell != 1 || res.Stdout != "__main__\n" {
+		t.Errorf("the first cell after Ready: cell %d, %+v", res.Cell, res)
+	}
+
+	// A worker not ready in time is killed, and that is Ready's error.
+	k = startKernel(t, newSandbox(t), Options{ReadyTimeout: time.Nanosecond})
+	if err := k.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "was not ready after") {
+		t.Errorf("Ready of a worker that did not start in time: %v", err)
+	}
+
+	k = startKernel(t, sbx, Options{})
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Ready(context.Background()); !errors.Is(err, errClosed) {
+		t.Errorf("Ready after Close = %v, want errClosed", err)
+	}
+}
+
 // TestCloseWhileStarting closes kernels before their worker has started,
 // as a conversation that ends at once does: Close waits for the start and
 // kills the worker, and the kernel stays closed.
