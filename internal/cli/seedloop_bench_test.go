@@ -233,10 +233,9 @@ func benchSeedLoop(b *testing.B, bin, python, peer string, s *llmtest.Server, wa
 // Responses API asks it: the file uploaded, then one response whose
 // container runs the five steps. Each side is timed from the upload to the
 // response. The server's sandbox is the one it made ahead: each iteration
-// starts once the server reports one ready and has had warmSettle more for
-// its imports (0.35 s on an idle machine), as a server whose conversations
-// do not all come at once has; the seed's loop starts its interpreters as
-// always.
+// starts once the server reports one ready with its imports done
+// (terp_warm_sandboxes), as a server whose conversations do not all come at
+// once has it; the seed's loop starts its interpreters as always.
 //
 //	go test -run '^$' -bench ServeWarmVsSeedLoop -benchtime 5x -count 3 ./internal/cli/
 func BenchmarkServeWarmVsSeedLoop(b *testing.B) {
@@ -298,7 +297,6 @@ func BenchmarkServeWarmVsSeedLoop(b *testing.B) {
 	ctx := context.Background()
 	ask := func(sv server) time.Duration {
 		waitFor(b, func() bool { return warmGauge(b, sv.metrics) == sv.warm }, "a warm sandbox")
-		time.Sleep(warmSettle)
 		c := sv.p.client()
 		start := time.Now()
 		file, err := c.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(data), "sales.csv", "text/csv"),
@@ -337,7 +335,3 @@ func BenchmarkServeWarmVsSeedLoop(b *testing.B) {
 		b.ReportMetric(took[i].Seconds()/seedTook.Seconds(), sv.name+"/seed")
 	}
 }
-
-// warmSettle is how long BenchmarkServeWarmVsSeedLoop lets a warm
-// sandbox's imports run after the server reports it ready.
-const warmSettle = 1500 * time.Millisecond

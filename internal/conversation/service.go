@@ -70,9 +70,9 @@ type Deps struct {
 	NewBackend func(*config.Config) (sandbox.Backend, error)
 	NewModel   func(*config.Config) agent.Completer
 	// Warm is how many sandboxes to keep made, with Python started and
-	// its prewarm imports under way, for each setup conversations were
-	// opened with lately (see warm.go): a server's conversations then
-	// start without waiting for them. Zero keeps none, as a command that opens
+	// its prewarm imports done, for each setup conversations were opened
+	// with lately (see warm.go): a server's conversations then start
+	// without waiting for them. Zero keeps none, as a command that opens
 	// one conversation should. Log hears of a warm sandbox that could not
 	// be made; nil discards.
 	Warm int
@@ -103,7 +103,8 @@ func (s *Service) KeepWarm(cfg *config.Config, opts Options) error {
 	return nil
 }
 
-// WarmReady counts the warm sandboxes ready for a conversation to take.
+// WarmReady counts the warm sandboxes ready for a conversation to take,
+// with their imports done.
 func (s *Service) WarmReady() int { return s.warm.ready() }
 
 // Close removes the warm sandboxes and stops making them. The

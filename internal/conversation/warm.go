@@ -78,6 +78,17 @@ type warmSandbox struct {
 	sbx    sandbox.Sandbox
 	runner kernel.Runner
 	made   time.Time
+	warmed <-chan struct{} // closed once its prewarm imports are over
+}
+
+// isWarm reports whether its imports are over.
+func (w warmSandbox) isWarm() bool {
+	select {
+	case <-w.warmed:
+		return true
+	default:
+		return false
+	}
 }
 
 func (w warmSandbox) close() {
@@ -152,7 +163,8 @@ func (w *warmPools) forget(key string, p *warmPool) {
 	}
 }
 
-// ready counts the warm sandboxes ready now, of every setup.
+// ready counts the warm sandboxes whose imports are over, of every setup.
+// Those still importing may be taken too, but are not counted.
 func (w *warmPools) ready() int {
 	if w == nil {
 		return 0
@@ -162,7 +174,11 @@ func (w *warmPools) ready() int {
 	n := 0
 	for _, p := range w.pools {
 		p.mu.Lock()
-		n += len(p.ready)
+		for _, s := range p.ready {
+			if s.isWarm() {
+				n++
+			}
+		}
 		p.mu.Unlock()
 	}
 	return n
@@ -206,16 +222,23 @@ func (p *warmPool) take() (warmSandbox, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.poke()
-	// The newest has the most of its lifetime left.
-	for n := len(p.ready); n > 0; n = len(p.ready) {
-		w := p.ready[n-1]
-		p.ready = p.ready[:n-1]
-		if time.Since(w.made) < p.setup.maxAge() {
-			return w, true
+	// The newest of those warm has the most of its lifetime left; one
+	// still importing is better than none.
+	best := -1
+	for i, w := range p.ready {
+		if time.Since(w.made) >= p.setup.maxAge() {
+			continue
 		}
-		go w.close()
+		if best < 0 || w.isWarm() || !p.ready[best].isWarm() {
+			best = i
+		}
 	}
-	return warmSandbox{}, false
+	if best < 0 {
+		return warmSandbox{}, false
+	}
+	w := p.ready[best]
+	p.ready = append(p.ready[:best], p.ready[best+1:]...)
+	return w, true
 }
 
 // poke wakes run to make what was taken again.
@@ -262,14 +285,26 @@ func (p *warmPool) run(forget func()) {
 			w.close()
 		}
 		if short && !now.Before(notBefore) {
-			if err := p.make(); err != nil {
+			warmed, err := p.make()
+			if err != nil {
 				delay := min(warmRetry<<min(failures, 8), warmRetryMax)
 				failures++
 				notBefore = time.Now().Add(delay)
 				p.log.Warn(fmt.Sprintf("could not make a warm sandbox (trying again in %s): %v", delay, err))
-			} else {
-				failures = 0
+				continue
 			}
+			failures = 0
+			// One at a time: the next one's imports would take the CPU
+			// of this one's.
+			t := time.NewTimer(p.setup.maxAge())
+			select {
+			case <-warmed:
+			case <-t.C:
+			case <-p.stop:
+				t.Stop()
+				return
+			}
+			t.Stop()
 			continue
 		}
 		if short {
@@ -288,8 +323,9 @@ func (p *warmPool) run(forget func()) {
 }
 
 // make makes one sandbox with its Python started and adds it to ready,
-// unless the pool is stopped meanwhile.
-func (p *warmPool) make() error {
+// unless the pool is stopped meanwhile. It returns what is closed once
+// the sandbox's imports are over.
+func (p *warmPool) make() (<-chan struct{}, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), kernel.DefaultReadyTimeout)
 	defer cancel()
 	go func() {
@@ -301,7 +337,7 @@ func (p *warmPool) make() error {
 	}()
 	sbx, err := p.setup.backend.Create(ctx, p.setup.sbx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w := warmSandbox{sbx: sbx, made: time.Now()}
 	// The kernel lives as long as the sandbox: not as ctx, which bounds
@@ -309,12 +345,12 @@ func (p *warmPool) make() error {
 	k, err := kernel.Start(context.Background(), sbx, p.setup.kernel)
 	if err != nil {
 		_ = sbx.Close(ctx)
-		return err
+		return nil, err
 	}
-	w.runner = k
+	w.runner, w.warmed = k, k.Warmed()
 	if err := k.Ready(ctx); err != nil {
 		w.close()
-		return err
+		return nil, err
 	}
 	p.mu.Lock()
 	select {
@@ -325,7 +361,7 @@ func (p *warmPool) make() error {
 		p.ready = append(p.ready, w)
 		p.mu.Unlock()
 	}
-	return nil
+	return w.warmed, nil
 }
 
 // drain removes the sandboxes still ready.

@@ -201,7 +201,7 @@ func parseHeader(line string) (frameHeader, error) {
 	switch h.kind {
 	case kindOut, kindErr:
 		limit = maxChunk
-	case kindReady, kindDone:
+	case kindReady, kindDone, kindWarm:
 		limit = maxControl
 	default:
 		return bad("unknown kind")

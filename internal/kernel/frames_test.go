@@ -167,9 +167,14 @@ func TestStrictFrames(t *testing.T) {
 		{"two dones", "TERP cc ready 2\n{}TERP aa done 2\n{}TERP aa done 2\n{}", "kind done with nonce aa belongs to no run"},
 		{"second ready", "TERP cc ready 2\n{}TERP cc ready 2\n{}", "a second ready frame"},
 		{"ready of another worker", "TERP dd ready 2\n{}", "a ready frame with nonce dd, not the worker's"},
+		{"warm during a run", "TERP cc ready 2\n{}TERP aa out 1\nxTERP cc warm 2\n{}TERP aa done 2\n{}", ""},
+		{"warm before ready", "TERP cc warm 2\n{}", "a warm frame before the ready frame"},
+		{"second warm", "TERP cc ready 2\n{}TERP cc warm 2\n{}TERP cc warm 2\n{}", "a second warm frame"},
+		{"warm with a run's nonce", "TERP cc ready 2\n{}TERP aa warm 2\n{}", "a warm frame with nonce aa, not the worker's"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			w := &worker{readyNonce: "cc", ready: make(chan struct{}), gone: make(chan struct{})}
+			w := &worker{readyNonce: "cc", ready: make(chan struct{}), warm: make(chan struct{}), prewarming: true,
+				gone: make(chan struct{})}
 			s := newRunSink(Options{MaxStdout: 100, MaxStderr: 100}, nil)
 			s.nonce = "aa"
 			w.begin(s)

@@ -97,6 +97,8 @@ type Kernel struct {
 	// (startErr, which the first Run returns).
 	started  chan struct{}
 	startErr error
+	// warmed is closed once Start's worker has made its prewarm imports.
+	warmed chan struct{}
 
 	mu     sync.Mutex
 	w      *worker // the current worker; nil when it must be started anew
@@ -145,16 +147,30 @@ func Start(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*Kernel, erro
 	}
 	opt.Prewarm = append([]string(nil), opt.Prewarm...)
 	life, stop := context.WithCancel(ctx)
-	k := &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, started: make(chan struct{}), turn: make(chan struct{}, 1)}
+	k := &Kernel{sbx: sbx, opt: opt, life: life, stop: stop, started: make(chan struct{}), warmed: make(chan struct{}),
+		turn: make(chan struct{}, 1)}
 	go func() {
-		defer close(k.started)
 		w, err := startWorker(life, sbx, opt)
 		k.mu.Lock()
 		k.w, k.startErr = w, err
 		k.mu.Unlock()
+		close(k.started)
+		if err == nil {
+			select {
+			case <-w.warm:
+				close(k.warmed)
+			case <-w.gone:
+			}
+		}
 	}()
 	return k, nil
 }
+
+// Warmed is closed once the worker Start started has made its prewarm
+// imports (script mode: its preload), or, without any, once it is ready:
+// from then on its first run waits for nothing. It never closes for a
+// worker that failed or died first.
+func (k *Kernel) Warmed() <-chan struct{} { return k.warmed }
 
 // Ready waits for the worker's interpreter to start, as the first Run
 // would, and returns its failure: for a caller that starts a kernel well

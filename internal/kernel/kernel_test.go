@@ -226,6 +226,31 @@ func TestReady(t *testing.T) {
 		t.Errorf("the first cell after Ready: cell %d, %+v", res.Cell, res)
 	}
 
+	select {
+	case <-k.Warmed():
+	default:
+		t.Errorf("a kernel without prewarm is not warm once ready")
+	}
+
+	// With imports to make, Warmed closes once they are over, in both
+	// modes (one that fails counts as over): in kernel mode a cell that
+	// imports nothing, and so waits for nothing, then finds them.
+	for _, fresh := range []bool{false, true} {
+		k := startKernel(t, sbx, Options{Fresh: fresh, Prewarm: []string{"no_such_module_here", "pandas"}})
+		select {
+		case <-k.Warmed():
+		case <-time.After(time.Minute):
+			t.Fatalf("fresh=%v: the kernel never said its prewarm was over", fresh)
+		}
+		want := "True\n"
+		if fresh {
+			want = "False\n" // a run sees only what it imports itself
+		}
+		if res := run(t, k, "print(hasattr(__import__('sys').modules.get('pandas'), '__all__'))"); res.Stdout != want {
+			t.Errorf("fresh=%v: after Warmed: %+v", fresh, res)
+		}
+	}
+
 	// A worker not ready in time is killed, and that is Ready's error.
 	k = startKernel(t, newSandbox(t), Options{ReadyTimeout: time.Nanosecond})
 	if err := k.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "was not ready after") {

@@ -39,6 +39,9 @@ import (
 //     to fd 1 or fd 2, in order per stream, forwarded as it arrives.
 //   - done: JSON (doneMsg), the last frame of a run, sent after every out
 //     and err frame of the run.
+//   - warm: JSON ({}), sent once, with ready's nonce, when the prewarm
+//     imports (or script mode's preload) are over: between runs or during
+//     one, after ready. A worker started without them sends none.
 //
 // Frames of a run carry its request's nonce, and no frame with that nonce
 // follows the run's done: the worker drops what a reader thread stuck on a
@@ -69,6 +72,7 @@ const (
 	kindOut   = "out"
 	kindErr   = "err"
 	kindDone  = "done"
+	kindWarm  = "warm"
 )
 
 // Frame size caps. Output chunks are what the worker reads from a pipe at

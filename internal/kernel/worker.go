@@ -51,11 +51,15 @@ type worker struct {
 	proc       sandbox.Process
 	readyNonce string
 
-	ready    chan struct{} // closed when the ready frame arrived
-	gone     chan struct{} // closed when the frame stream ended or broke
-	exited   chan struct{} // closed when the process has exited
-	diagDone chan struct{} // closed when its stderr is drained
-	frames   *frameReader
+	ready chan struct{} // closed when the ready frame arrived
+	// warm is closed when the prewarm imports are over (the warm frame),
+	// or with ready when there are none; it may be the Kernel's Warmed.
+	warm       chan struct{}
+	prewarming bool          // the worker was started with imports to make
+	gone       chan struct{} // closed when the frame stream ended or broke
+	exited     chan struct{} // closed when the process has exited
+	diagDone   chan struct{} // closed when its stderr is drained
+	frames     *frameReader
 	// cells counts the requests sent, by which the worker numbers its
 	// cells; it belongs to the Run in progress.
 	cells int
@@ -180,6 +184,8 @@ func startWorker(ctx context.Context, sbx sandbox.Sandbox, opt Options) (*worker
 		proc:       proc,
 		readyNonce: nonce,
 		ready:      make(chan struct{}),
+		warm:       make(chan struct{}),
+		prewarming: len(opt.Prewarm) > 0,
 		gone:       make(chan struct{}),
 		exited:     make(chan struct{}),
 		diagDone:   make(chan struct{}),
@@ -265,6 +271,13 @@ func (w *worker) dispatch(fr *frameReader) error {
 			if err := w.onDone(h, data); err != nil {
 				return err
 			}
+		case kindWarm:
+			if _, err := fr.payload(h.size); err != nil {
+				return err
+			}
+			if err := w.onWarm(h); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -304,6 +317,31 @@ func (w *worker) onReady(h frameHeader, data []byte) error {
 		return fmt.Errorf("%w: bad ready message: %v", errProtocol, err)
 	}
 	close(w.ready)
+	if !w.prewarming {
+		close(w.warm)
+	}
+	return nil
+}
+
+// onWarm takes the warm frame: once, after ready, with ready's nonce, from
+// a worker that had imports to make.
+func (w *worker) onWarm(h frameHeader) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.ready:
+	default:
+		return fmt.Errorf("%w: a warm frame before the ready frame", errProtocol)
+	}
+	select {
+	case <-w.warm:
+		return fmt.Errorf("%w: a second warm frame, or one from a worker with no imports to make", errProtocol)
+	default:
+	}
+	if h.nonce != w.readyNonce {
+		return fmt.Errorf("%w: a warm frame with nonce %.16s, not the worker's", errProtocol, h.nonce)
+	}
+	close(w.warm)
 	return nil
 }
 

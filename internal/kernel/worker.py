@@ -213,6 +213,17 @@ class Channel:
         """Sends the last frame of a run (done) or of the start-up (ready)."""
         self.send(nonce, kind, json.dumps(obj).encode(), last=True)
 
+    def send_warm(self, nonce):
+        """Sends the warm frame, with the start-up's nonce, whenever the
+        prewarm imports end: between runs or during one, as they run in a
+        thread of their own. Only the worker sends it, once, after ready."""
+        if self.severed:
+            return
+        with self.lock:
+            data = b"TERP %s warm 2\n{}" % nonce.encode()
+            while data:
+                data = data[os.write(self.fd, data):]
+
     def sever(self, devnull):
         """Cuts a forked child off the channel: its copy of the descriptor
         points at /dev/null, so a frame some path of this file's code sends
@@ -358,6 +369,11 @@ class Worker:
         # the thread looking finished in Python 3.11, and the next cell would
         # not wait.
         self.prewarmed = None
+        # The start-up's nonce once the ready frame is sent, for the warm
+        # frame; the lock orders the two, as the imports may end first.
+        self.start_nonce = None
+        self.warm_due = False
+        self.warm_lock = threading.Lock()
         self.notebook = None  # the notebook layer (Notebook), set in main
         self.outputs = []  # the Output on fd 1 and fd 2, made by the first run
         main = types.ModuleType("__main__")
@@ -366,6 +382,25 @@ class Worker:
         # multiprocessing see the model's namespace, not this file's.
         sys.modules["__main__"] = main
         self.ns = main.__dict__
+
+    def started(self, nonce):
+        """Called once the ready frame is sent: a warm frame the imports
+        owed goes now."""
+        with self.warm_lock:
+            self.start_nonce = nonce
+            if self.warm_due:
+                self.chan.send_warm(nonce)
+
+    def tell_warm(self):
+        """Tells terp the prewarm imports are over (the warm frame), once
+        the ready frame is out: terp counts a sandbox made ahead as warm
+        from then on. Never from a forked child."""
+        if os.getpid() != self.pid:
+            return
+        with self.warm_lock:
+            self.warm_due = True
+            if self.start_nonce is not None:
+                self.chan.send_warm(self.start_nonce)
 
     def log(self, msg):
         try:
@@ -1689,6 +1724,7 @@ def start_prewarm(names, worker):
             if gate in sys.meta_path:  # the code may have replaced the list
                 sys.meta_path.remove(gate)
             done.set()
+            worker.tell_warm()
 
     threading.Thread(target=prewarm, name=PREWARM_THREAD, daemon=True).start()
     return done
@@ -1896,6 +1932,7 @@ class Preload:
             self.done.set()
             with self.progress:
                 self.progress.notify_all()
+            self.worker.tell_warm()
 
     def imported(self, name):
         """Notes what the import of name, one of prewarm_imports', added."""
@@ -2205,6 +2242,7 @@ def main():
             worker.preload = Preload(prewarm, worker).start()
     chan.begin(nonce)
     chan.send_last(nonce, "ready", {"python": sys.version.split()[0], "pid": os.getpid()})
+    worker.started(nonce)
 
     with open(requests_fd, "rb") as requests:
         while True:

@@ -232,7 +232,7 @@ var containersDesc = prometheus.NewDesc(metricPrefix+"containers",
 	[]string{"state"}, nil)
 
 var warmDesc = prometheus.NewDesc(metricPrefix+"warm_sandboxes",
-	"Sandboxes made ahead, with Python started, ready for the next containers to take (terp serve --warm).",
+	"Sandboxes made ahead, with Python started and its prewarm imports done, ready for the next containers to take (terp serve --warm).",
 	nil, nil)
 
 func (c containerCollector) Describe(ch chan<- *prometheus.Desc) {

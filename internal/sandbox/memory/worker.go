@@ -18,22 +18,29 @@ var workerScript = path.Join(sandbox.WorkDir, ".terp", "worker.py")
 
 // standInWorker speaks the kernel's worker protocol (kernel/protocol.go), in
 // place of worker.py, running each request's code in the stand-in's line
-// language: a ready frame carrying the nonce of the command line, then for
-// each JSON request line its output as out and err frames and a done frame,
-// which reports the exception a line the stand-in cannot read (a
-// SyntaxError) or cannot do (an OSError) raised, as worker.py reports
-// Python's.
+// language: a ready frame carrying the nonce of the command line (and a
+// warm frame, with --prewarm), then for each JSON request line its output
+// as out and err frames and a done frame, which reports the exception a
+// line the stand-in cannot read (a SyntaxError) or cannot do (an OSError)
+// raised, as worker.py reports Python's.
 // It serves both modes alike (the line language has no variables to keep),
 // and a signal ends it, as any program here.
 func standInWorker(ctx context.Context, c *Cmd) int {
-	nonce := ""
+	nonce, prewarm := "", false
 	for i, a := range c.Args {
 		if a == "--nonce" && i+1 < len(c.Args) {
 			nonce = c.Args[i+1]
 		}
+		prewarm = prewarm || a == "--prewarm"
 	}
 	if err := writeFrame(c.Stdout, nonce, "ready", mustJSON(map[string]any{"python": "stand-in", "pid": 1})); err != nil {
 		return 1
+	}
+	// The stand-in imports nothing: its prewarm is over at once.
+	if prewarm {
+		if err := writeFrame(c.Stdout, nonce, "warm", []byte("{}")); err != nil {
+			return 1
+		}
 	}
 	requests := bufio.NewReader(c.Stdin)
 	for cell := 1; ; cell++ {
