@@ -32,9 +32,9 @@ func run(t *testing.T, s *Sandbox, script string, opt sandbox.ExecOptions) sandb
 	return res
 }
 
-func inspect(t *testing.T, b *Backend, s *Sandbox) container.InspectResponse {
+func inspect(t *testing.T, s *Sandbox) container.InspectResponse {
 	t.Helper()
-	res, err := b.cli.ContainerInspect(testCtx(t), s.containerID, client.ContainerInspectOptions{})
+	res, err := peer(t).ContainerInspect(testCtx(t), s.containerID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestAPIVersionNegotiated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("daemon %s at %s, API %s (client supports %s to %s)", d.Version, d.Host, d.APIVersion, client.MinAPIVersion, client.MaxAPIVersion)
-	v, err := b.cli.ServerVersion(testCtx(t), client.ServerVersionOptions{})
+	v, err := peer(t).ServerVersion(testCtx(t), client.ServerVersionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestLimitsApplied(t *testing.T) {
 	b := newBackend(t)
 	lim := sandbox.Limits{MemoryBytes: 256 << 20, Processes: 64, FileSizeBytes: 8 << 20}
 	s := create(t, b, sandbox.Options{Timeout: 10 * time.Minute, Limits: lim})
-	c := inspect(t, b, s)
+	c := inspect(t, s)
 	hc := c.HostConfig
 	if hc.Memory != lim.MemoryBytes || hc.MemorySwap != lim.MemoryBytes {
 		t.Errorf("Memory %d MemorySwap %d, want both %d", hc.Memory, hc.MemorySwap, lim.MemoryBytes)
@@ -212,12 +212,12 @@ func TestResumeFromFreshBackend(t *testing.T) {
 	if err := s.WriteFile(testCtx(t), "/work/keep.txt", strings.NewReader("kept")); err != nil {
 		t.Fatal(err)
 	}
-	before := inspect(t, b, s)
+	before := inspect(t, s)
 	id, err := s.Pause(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := inspect(t, b, s).State; !st.Paused {
+	if st := inspect(t, s).State; !st.Paused {
 		t.Fatalf("after Pause the container is %s, not paused", st.Status)
 	}
 	if _, err := s.Exec(testCtx(t), []string{"true"}, sandbox.ExecOptions{}); err == nil {
@@ -235,7 +235,7 @@ func TestResumeFromFreshBackend(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
-	after := inspect(t, b2, again.(*Sandbox))
+	after := inspect(t, again.(*Sandbox))
 	if after.ID != before.ID || !after.State.Running || after.State.Paused {
 		t.Errorf("resumed container %s state %+v, want %s running", after.ID, after.State, before.ID)
 	}
@@ -274,10 +274,10 @@ func TestPruneExpired(t *testing.T) {
 	if !slices.Contains(removed, short.ID()) || slices.Contains(removed, long.ID()) || slices.Contains(removed, pausedShort.ID()) {
 		t.Errorf("Prune removed %v; want %s but not %s (alive) or %s (paused)", removed, short.ID(), long.ID(), pausedShort.ID())
 	}
-	if _, err := b.cli.ContainerInspect(testCtx(t), short.containerID, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
+	if _, err := peer(t).ContainerInspect(testCtx(t), short.containerID, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the expired container is still there: %v", err)
 	}
-	if _, err := b.cli.VolumeInspect(testCtx(t), volumeName(short.id), client.VolumeInspectOptions{}); !cerrdefs.IsNotFound(err) {
+	if _, err := peer(t).VolumeInspect(testCtx(t), volumeName(short.id), client.VolumeInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the expired volume is still there: %v", err)
 	}
 	if _, err := b.Resume(testCtx(t), short.ID()); !errors.Is(err, sandbox.ErrExpired) {
@@ -332,7 +332,7 @@ func TestHostEnvNotInContainer(t *testing.T) {
 	t.Setenv("TERP_DOCKER_HOST_SECRET", "leaked-value")
 	b := newBackend(t)
 	s := create(t, b, sandbox.Options{})
-	env := strings.Join(inspect(t, b, s).Config.Env, "\n")
+	env := strings.Join(inspect(t, s).Config.Env, "\n")
 	if strings.Contains(env, "leaked-value") || strings.Contains(env, "TERP_") {
 		t.Errorf("the container's environment holds terp's:\n%s", env)
 	}
@@ -351,7 +351,7 @@ func TestNetworkAllowlist(t *testing.T) {
 	egressDir := t.TempDir()
 	b.cfg.EgressDir, b.cfg.EgressOptions = egressDir, egresstest.Options(t)
 	s := create(t, b, sandbox.Options{Network: sandbox.Network{Mode: sandbox.NetworkAllowlist, Allow: []string{"pypi.org", "*.pypi.org"}}})
-	if hc := inspect(t, b, s).HostConfig; hc.NetworkMode != "none" {
+	if hc := inspect(t, s).HostConfig; hc.NetworkMode != "none" {
 		t.Errorf("NetworkMode %q, want none", hc.NetworkMode)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

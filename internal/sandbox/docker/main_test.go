@@ -2,8 +2,11 @@ package docker
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/terpdev/terp/internal/sandbox"
 	"github.com/terpdev/terp/internal/terptest"
@@ -20,6 +23,20 @@ func newBackend(tb testing.TB) *Backend {
 	}
 	return b
 }
+
+// peer is a moby client of the tests' own, built from the same environment
+// as the backend's client: the tests check through it, not through the code
+// under test, what the daemon was told.
+func peer(tb testing.TB) *client.Client {
+	tb.Helper()
+	cli, err := peerOnce()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cli
+}
+
+var peerOnce = sync.OnceValues(func() (*client.Client, error) { return client.New(client.FromEnv) })
 
 func testCtx(tb testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
