@@ -16,11 +16,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/client"
-
 	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -65,9 +60,6 @@ type Config struct {
 	// CPUs is how many CPUs a sandbox may use; it is capped at what the
 	// daemon's machine has. Zero means DefaultCPUs.
 	CPUs float64
-	// Client, when set, is used instead of one built from the environment
-	// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, DOCKER_API_VERSION).
-	Client *client.Client
 	// EgressDir holds one directory per sandbox in the allowlist network
 	// mode, with the proxy's socket, bound into its container. Empty means
 	// terp's directory in the user's cache directory.
@@ -82,7 +74,7 @@ type Config struct {
 // is safe for concurrent use.
 type Backend struct {
 	cfg      Config
-	cli      *client.Client
+	eng      *engine
 	uid, gid int
 
 	checkMu   sync.Mutex
@@ -92,8 +84,9 @@ type Backend struct {
 	remapped  bool // the daemon runs containers in user namespaces (userns-remap)
 }
 
-// New builds the client and validates cfg. It does not talk to the daemon:
-// Check does, and Create calls it once.
+// New builds the client from the environment (DOCKER_HOST, DOCKER_CERT_PATH,
+// DOCKER_TLS_VERIFY, DOCKER_API_VERSION; see engine.go) and validates cfg.
+// It does not talk to the daemon: Check does, and Create calls it once.
 func New(cfg Config) (*Backend, error) {
 	if cfg.Image == "" {
 		cfg.Image = DefaultImage
@@ -108,25 +101,23 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli := cfg.Client
-	if cli == nil {
-		// FromEnv reads DOCKER_HOST and the TLS variables; the API version
-		// is negotiated on the first request (a 20.10 daemon speaks 1.41).
-		cli, err = client.New(client.FromEnv)
-		if err != nil {
-			return nil, &SetupError{
-				Problem: "the Docker client cannot be configured from the environment",
-				Fix:     "check DOCKER_HOST (e.g. unix:///var/run/docker.sock or tcp://host:2376) and DOCKER_CERT_PATH",
-				Err:     err,
-			}
+	ec := engineConfigFromEnv()
+	if strings.HasPrefix(ec.Host, "ssh://") {
+		// The docker command runs ssh itself for these; terp speaks to
+		// unix and tcp sockets only.
+		return nil, &SetupError{
+			Problem: "terp cannot use DOCKER_HOST=" + ec.Host + " directly: it reaches the Docker daemon through a unix or tcp socket, not ssh",
+			Fix:     "forward the remote socket, e.g. `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock " + strings.TrimPrefix(ec.Host, "ssh://") + "` and DOCKER_HOST=unix:///tmp/docker.sock, or use tcp:// with DOCKER_TLS_VERIFY",
 		}
 	}
-	if host := cli.DaemonHost(); strings.HasPrefix(host, "ssh://") {
-		// The docker command runs ssh itself for these; the Go client
-		// speaks only unix, tcp and npipe.
+	// The API version is negotiated on the first request (a 20.10 daemon
+	// speaks 1.41).
+	eng, err := newEngine(ec)
+	if err != nil {
 		return nil, &SetupError{
-			Problem: "terp cannot use DOCKER_HOST=" + host + " directly: ssh is not supported by the Engine API client",
-			Fix:     "forward the remote socket, e.g. `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock " + strings.TrimPrefix(host, "ssh://") + "` and DOCKER_HOST=unix:///tmp/docker.sock, or use tcp:// with DOCKER_TLS_VERIFY",
+			Problem: "the Docker client cannot be configured from the environment",
+			Fix:     "check DOCKER_HOST (e.g. unix:///var/run/docker.sock or tcp://host:2376), DOCKER_CERT_PATH and DOCKER_API_VERSION",
+			Err:     err,
 		}
 	}
 	if cfg.EgressDir == "" {
@@ -136,7 +127,7 @@ func New(cfg Config) (*Backend, error) {
 		}
 		cfg.EgressDir = filepath.Join(cache, "terp", "egress")
 	}
-	return &Backend{cfg: cfg, cli: cli, uid: uid, gid: gid}, nil
+	return &Backend{cfg: cfg, eng: eng, uid: uid, gid: gid}, nil
 }
 
 // keepAliveUser is the unprivileged user the container's own processes run
@@ -184,7 +175,7 @@ func (b *Backend) HostUsers() string {
 func (b *Backend) Image() string { return b.cfg.Image }
 
 // Host is the daemon's address, from DOCKER_HOST or the default socket.
-func (b *Backend) Host() string { return b.cli.DaemonHost() }
+func (b *Backend) Host() string { return b.eng.Host() }
 
 // Daemon describes the Docker daemon terp talks to.
 type Daemon struct {
@@ -197,26 +188,26 @@ type Daemon struct {
 // *SetupError saying how to start or point at a daemon.
 func (b *Backend) Ping(ctx context.Context) (Daemon, error) {
 	d := Daemon{Host: b.Host()}
-	if _, err := b.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+	if err := b.eng.Ping(ctx); err != nil {
 		return d, &SetupError{
 			Problem: "cannot reach the Docker daemon at " + d.Host,
 			Fix:     "start it (sudo systemctl start docker, or dockerd as root), or set DOCKER_HOST to a daemon you can reach (unix:///path/to/docker.sock, or tcp://host:2376 with DOCKER_TLS_VERIFY=1); your user needs access to its socket (the docker group)",
 			Err:     err,
 		}
 	}
-	v, err := b.cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	v, err := b.eng.Version(ctx)
 	if err != nil {
 		return d, fmt.Errorf("docker version: %w", err)
 	}
-	d.Version, d.APIVersion = v.Version, b.cli.ClientVersion()
+	d.Version, d.APIVersion = v.Version, b.eng.APIVersion()
 	return d, nil
 }
 
 // InspectImage makes sure the image is on the Docker host. Its error for a
 // missing image is a *SetupError saying how to get one.
 func (b *Backend) InspectImage(ctx context.Context) error {
-	_, err := b.cli.ImageInspect(ctx, b.cfg.Image)
-	if cerrdefs.IsNotFound(err) {
+	err := b.eng.ImageInspect(ctx, b.cfg.Image)
+	if isNotFound(err) {
 		return &SetupError{
 			Problem: fmt.Sprintf("the image %s is not on the Docker host", b.cfg.Image),
 			Fix:     imageFix(b.cfg.Image),
@@ -272,12 +263,12 @@ func (b *Backend) prepare(ctx context.Context) error {
 	if err := b.InspectImage(ctx); err != nil {
 		return err
 	}
-	info, err := b.cli.Info(ctx, client.InfoOptions{})
+	info, err := b.eng.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("docker info: %w", err)
 	}
-	b.ncpu = info.Info.NCPU
-	b.remapped = slices.ContainsFunc(info.Info.SecurityOptions, func(o string) bool { return strings.Contains(o, "name=userns") })
+	b.ncpu = info.NCPU
+	b.remapped = slices.ContainsFunc(info.SecurityOptions, func(o string) bool { return strings.Contains(o, "name=userns") })
 	b.prepared = true
 	return nil
 }
@@ -375,16 +366,16 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 	}
 	networkLabels(labels, opt.Network)
 	vol := volumeName(id)
-	if _, err := b.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels}); err != nil {
+	if err := b.eng.VolumeCreate(ctx, vol, labels); err != nil {
 		return nil, fmt.Errorf("create sandbox volume: %w", err)
 	}
 	var proxy *egress.Socket
 	cleanup := func(cid string) {
 		ctx := context.WithoutCancel(ctx)
 		if cid != "" {
-			_, _ = b.cli.ContainerRemove(ctx, cid, client.ContainerRemoveOptions{Force: true})
+			_ = b.eng.ContainerRemove(ctx, cid)
 		}
-		_, _ = b.cli.VolumeRemove(ctx, vol, client.VolumeRemoveOptions{Force: true})
+		_ = b.eng.VolumeRemove(ctx, vol, true)
 		proxy.Close()
 		_ = b.removeEgressDir(id)
 	}
@@ -399,13 +390,13 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 	// The volume is mounted twice, at /work and at /mnt/data (the name
 	// notebook-trained models use): one directory, which the code can
 	// neither unmount nor replace under a read-only root.
-	var mounts []mount.Mount
+	var mounts []mount
 	for _, target := range []string{sandbox.WorkDir, sandbox.DataDir} {
-		mounts = append(mounts, mount.Mount{
-			Type:          mount.TypeVolume,
+		mounts = append(mounts, mount{
+			Type:          "volume",
 			Source:        vol,
 			Target:        target,
-			VolumeOptions: &mount.VolumeOptions{NoCopy: true},
+			VolumeOptions: &volumeOptions{NoCopy: true},
 		})
 	}
 	if opt.Network.Mode == sandbox.NetworkAllowlist {
@@ -423,36 +414,31 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 	if b.ncpu > 0 {
 		cpus = min(cpus, float64(b.ncpu))
 	}
-	pids := int64(l.Processes)
-	networkMode := container.NetworkMode("none")
+	networkMode := "none"
 	if opt.Network.Mode == sandbox.NetworkFull {
 		networkMode = "" // the daemon's default network
 	}
-	init := true
 	profile, err := seccompProfile()
 	if err != nil {
 		cleanup("")
 		return nil, fmt.Errorf("docker sandbox: seccomp profile: %w", err)
 	}
-	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: containerName(id, deadline),
-		Config: &container.Config{
-			Image: b.cfg.Image,
-			// docker-init and the keep-alive run as a user the code is
-			// not: code that kills (or ptraces) every process it can
-			// would otherwise stop the container with them, and lose
-			// the conversation's sandbox. Commands are execs that name
-			// b.cfg.User themselves.
-			User:       keepAliveUser(b.uid),
-			Hostname:   "terp",
-			WorkingDir: sandbox.WorkDir,
-			// The container only has to stay up: every command is an exec.
-			Entrypoint: []string{"sleep"},
-			Cmd:        []string{"infinity"},
-			Env:        env,
-			Labels:     labels,
-		},
-		HostConfig: &container.HostConfig{
+	cid, err := b.eng.ContainerCreate(ctx, containerName(id, deadline), containerCreate{
+		Image: b.cfg.Image,
+		// docker-init and the keep-alive run as a user the code is not:
+		// code that kills (or ptraces) every process it can would
+		// otherwise stop the container with them, and lose the
+		// conversation's sandbox. Commands are execs that name
+		// b.cfg.User themselves.
+		User:       keepAliveUser(b.uid),
+		Hostname:   "terp",
+		WorkingDir: sandbox.WorkDir,
+		// The container only has to stay up: every command is an exec.
+		Entrypoint: []string{"sleep"},
+		Cmd:        []string{"infinity"},
+		Env:        env,
+		Labels:     labels,
+		HostConfig: hostConfig{
 			NetworkMode: networkMode,
 			Mounts:      mounts,
 			// The image stays as built; the code writes to /work (a volume,
@@ -464,35 +450,33 @@ func (b *Backend) create(ctx context.Context, opt sandbox.Options) (*Sandbox, er
 			Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,exec,size=" + strconv.FormatInt(l.MemoryBytes/2, 10)},
 			CapDrop:        []string{"ALL"},
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + profile},
-			Init:           &init,
-			LogConfig:      container.LogConfig{Type: "none"},
-			Resources: container.Resources{
-				Memory:     l.MemoryBytes,
-				MemorySwap: l.MemoryBytes, // no swap beyond the memory limit
-				PidsLimit:  &pids,
-				NanoCPUs:   int64(cpus * 1e9),
-				Ulimits:    []*container.Ulimit{{Name: "fsize", Soft: l.FileSizeBytes, Hard: l.FileSizeBytes}},
-			},
+			Init:           true,
+			LogConfig:      logConfig{Type: "none"},
+			Memory:         l.MemoryBytes,
+			MemorySwap:     l.MemoryBytes, // no swap beyond the memory limit
+			PidsLimit:      int64(l.Processes),
+			NanoCPUs:       int64(cpus * 1e9),
+			Ulimits:        []ulimit{{Name: "fsize", Soft: l.FileSizeBytes, Hard: l.FileSizeBytes}},
 		},
 	})
 	if err != nil {
 		cleanup("")
-		if cerrdefs.IsNotFound(err) {
+		if isNotFound(err) {
 			return nil, &SetupError{Problem: fmt.Sprintf("the image %s is not on the Docker host", b.cfg.Image), Fix: imageFix(b.cfg.Image), Err: err}
 		}
 		return nil, fmt.Errorf("create sandbox container: %w", err)
 	}
-	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		cleanup(res.ID)
+	if err := b.eng.ContainerStart(ctx, cid); err != nil {
+		cleanup(cid)
 		return nil, fmt.Errorf("start sandbox container: %w", err)
 	}
-	s := b.newSandbox(id, res.ID, opt.Timeout, deadline, l.WorkBytes)
+	s := b.newSandbox(id, cid, opt.Timeout, deadline, l.WorkBytes)
 	s.egress = proxy
 	// A new volume's root belongs to root. The code runs as b.cfg.User,
 	// and root without capabilities cannot chown, but as the owner it can
 	// open the directory up.
 	if err := s.rootExec(ctx, "chmod", "0777", sandbox.WorkDir); err != nil {
-		cleanup(res.ID)
+		cleanup(cid)
 		return nil, fmt.Errorf("prepare %s: %w", sandbox.WorkDir, err)
 	}
 	return s, nil
@@ -515,23 +499,23 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if _, err := b.cli.VolumeInspect(ctx, volumeName(string(id)), client.VolumeInspectOptions{}); cerrdefs.IsNotFound(err) {
+	if err := b.eng.VolumeInspect(ctx, volumeName(string(id))); isNotFound(err) {
 		_ = b.remove(ctx, c.ID, string(id))
 		return nil, fmt.Errorf("resume sandbox %s: its volume is gone: %w", id, sandbox.ErrExpired)
 	}
 	switch c.State {
-	case container.StatePaused:
+	case statePaused:
 		if err := b.unpause(ctx, c.ID); err != nil {
 			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
 		}
-	case container.StateRunning:
+	case stateRunning:
 		if expired(c, time.Now()) {
 			_ = b.remove(ctx, c.ID, string(id))
 			return nil, fmt.Errorf("resume sandbox %s: its %s lifetime ended while it was not paused: %w", id, timeout, sandbox.ErrExpired)
 		}
 	default:
 		// Stopped, e.g. by a daemon restart: the volume still has the files.
-		if _, err := b.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+		if err := b.eng.ContainerStart(ctx, c.ID); err != nil {
 			return nil, fmt.Errorf("resume sandbox %s: restart its container: %w", id, err)
 		}
 	}
@@ -539,7 +523,7 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 	// The deadline lives in the container's name, the one thing about a
 	// container that can change, so that Prune sees the renewed lifetime.
 	if name := containerName(string(id), deadline); !slices.Contains(c.Names, "/"+name) {
-		if _, err := b.cli.ContainerRename(ctx, c.ID, client.ContainerRenameOptions{NewName: name}); err != nil {
+		if err := b.eng.ContainerRename(ctx, c.ID, name); err != nil {
 			return nil, fmt.Errorf("resume sandbox %s: %w", id, err)
 		}
 	}
@@ -576,16 +560,16 @@ func (b *Backend) Resume(ctx context.Context, id sandbox.SessionID) (sandbox.San
 // clears it.
 func (b *Backend) unpause(ctx context.Context, containerID string) error {
 	for attempt := 0; ; attempt++ {
-		_, err := b.cli.ContainerUnpause(ctx, containerID, client.ContainerUnpauseOptions{})
+		err := b.eng.ContainerUnpause(ctx, containerID)
 		if err != nil && attempt == 0 {
 			return err
 		}
 		for range 5 {
-			c, err := b.cli.ContainerInspect(ctx, containerID, client.ContainerInspectOptions{})
+			paused, err := b.eng.ContainerPaused(ctx, containerID)
 			if err != nil {
 				return err
 			}
-			if !c.Container.State.Paused {
+			if !paused {
 				return nil
 			}
 			select {
@@ -602,29 +586,26 @@ func (b *Backend) unpause(ctx context.Context, containerID string) error {
 
 // find returns the container of sandbox id, or an error wrapping
 // sandbox.ErrExpired when there is none.
-func (b *Backend) find(ctx context.Context, id string) (container.Summary, error) {
-	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: make(client.Filters).Add("label", labelID+"="+id),
-	})
+func (b *Backend) find(ctx context.Context, id string) (containerSummary, error) {
+	list, err := b.eng.ContainerList(ctx, labelID+"="+id)
 	if err != nil {
-		return container.Summary{}, err
+		return containerSummary{}, err
 	}
-	if len(list.Items) == 0 {
-		return container.Summary{}, sandbox.ErrExpired
+	if len(list) == 0 {
+		return containerSummary{}, sandbox.ErrExpired
 	}
-	return list.Items[0], nil
+	return list[0], nil
 }
 
 // remove deletes a sandbox's container and volume, as far as they exist.
 func (b *Backend) remove(ctx context.Context, containerID, id string) error {
 	var errs []error
 	if containerID != "" {
-		if _, err := b.cli.ContainerRemove(ctx, containerID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := b.eng.ContainerRemove(ctx, containerID); err != nil && !isNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := b.cli.VolumeRemove(ctx, volumeName(id), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := b.eng.VolumeRemove(ctx, volumeName(id), true); err != nil && !isNotFound(err) {
 		errs = append(errs, err)
 	}
 	if err := b.removeEgressDir(id); err != nil {
@@ -638,10 +619,7 @@ func (b *Backend) remove(ctx context.Context, containerID, id string) error {
 // kept: they belong to conversations that may resume. Volumes whose
 // container is gone are removed once their lifetime is over.
 func (b *Backend) Prune(ctx context.Context) ([]sandbox.SessionID, error) {
-	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: make(client.Filters).Add("label", labelID),
-	})
+	list, err := b.eng.ContainerList(ctx, labelID)
 	if err != nil {
 		return nil, fmt.Errorf("prune sandboxes: %w", err)
 	}
@@ -649,10 +627,10 @@ func (b *Backend) Prune(ctx context.Context) ([]sandbox.SessionID, error) {
 	var removed []sandbox.SessionID
 	var errs []error
 	have := map[string]bool{}
-	for _, c := range list.Items {
+	for _, c := range list {
 		id := c.Labels[labelID]
 		have[id] = true
-		if c.State == container.StatePaused || !expired(c, now) {
+		if c.State == statePaused || !expired(c, now) {
 			continue
 		}
 		if err := b.remove(ctx, c.ID, id); err != nil {
@@ -661,17 +639,17 @@ func (b *Backend) Prune(ctx context.Context) ([]sandbox.SessionID, error) {
 		}
 		removed = append(removed, sandbox.SessionID(id))
 	}
-	vols, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", labelID)})
+	vols, err := b.eng.VolumeList(ctx, labelID)
 	if err != nil {
 		return removed, errors.Join(append(errs, err)...)
 	}
-	for _, v := range vols.Items {
+	for _, v := range vols {
 		id := v.Labels[labelID]
 		deadline, err := time.Parse(time.RFC3339, v.Labels[labelDeadline])
 		if have[id] || err != nil || now.Before(deadline) {
 			continue
 		}
-		if _, err := b.cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err == nil {
+		if err := b.eng.VolumeRemove(ctx, v.Name, false); err == nil {
 			removed = append(removed, sandbox.SessionID(id))
 		}
 	}
@@ -680,7 +658,7 @@ func (b *Backend) Prune(ctx context.Context) ([]sandbox.SessionID, error) {
 
 // expired reports whether a container is past the deadline its name holds
 // (or, failing that, its label).
-func expired(c container.Summary, now time.Time) bool {
+func expired(c containerSummary, now time.Time) bool {
 	var deadline time.Time
 	for _, n := range c.Names {
 		if m := namePattern().FindStringSubmatch(strings.TrimPrefix(n, "/")); m != nil {

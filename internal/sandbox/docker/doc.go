@@ -1,7 +1,8 @@
 // Package docker runs the model's code in Docker containers, on this machine
-// or on any host DOCKER_HOST names. It speaks the Engine API through the
-// maintained moby client, negotiating the API version (a Debian 12 daemon,
-// docker.io 20.10, speaks 1.41; the client supports 1.40 and up).
+// or on any host DOCKER_HOST names. It speaks the Engine API itself, over
+// HTTP on the daemon's socket (engine.go), negotiating the API version with
+// the daemon (a Debian 12 daemon, docker.io 20.10, speaks 1.41; terp speaks
+// 1.40 to 1.56).
 //
 // Each sandbox is one long-lived container, started from the configured
 // image with `sleep infinity` under docker-init (both as nobody, so the

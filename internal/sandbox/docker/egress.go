@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/moby/moby/api/types/mount"
-
 	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -44,7 +42,7 @@ func (b *Backend) checkNetwork(n sandbox.Network) error {
 	if n.Mode != sandbox.NetworkAllowlist {
 		return nil
 	}
-	if host := b.cli.DaemonHost(); !strings.HasPrefix(host, "unix://") {
+	if host := b.eng.Host(); !strings.HasPrefix(host, "unix://") {
 		return fmt.Errorf("docker sandbox: --network allowlist needs a Docker daemon on this machine (DOCKER_HOST is %s): "+
 			"terp's proxy reaches the container through a Unix socket; use --network none or full, or the local sandbox", host)
 	}
@@ -65,8 +63,8 @@ func (b *Backend) startEgress(id string, allow []string) (*egress.Socket, error)
 }
 
 // egressMount binds the sandbox's socket directory where the bridge looks.
-func (b *Backend) egressMount(id string) mount.Mount {
-	return mount.Mount{Type: mount.TypeBind, Source: b.egressDir(id), Target: path.Dir(egress.SocketPath), ReadOnly: true}
+func (b *Backend) egressMount(id string) mount {
+	return mount{Type: "bind", Source: b.egressDir(id), Target: path.Dir(egress.SocketPath), ReadOnly: true}
 }
 
 // removeEgressDir removes what the allowlist mode left on the host for id.

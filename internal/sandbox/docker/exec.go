@@ -13,10 +13,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/client"
-
 	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -51,8 +47,6 @@ var (
 	listPy string
 )
 
-var stdCopy = stdcopy.StdCopy
-
 // streamGrace bounds how long terp waits for a command's streams to end
 // once its session was killed. Only a process that escaped the session
 // can hold them open longer.
@@ -73,7 +67,7 @@ const (
 type execution struct {
 	s      *Sandbox
 	execID string
-	att    client.HijackedResponse
+	att    *stream
 
 	sidKnown chan struct{} // closed once sid is set, or the stream ended
 	sid      int
@@ -136,7 +130,7 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	if s.egress != nil {
 		cmd = egress.Wrap("python3", cmd)
 	}
-	created, err := s.b.cli.ExecCreate(ctx, s.containerID, client.ExecCreateOptions{
+	execID, err := s.b.eng.ExecCreate(ctx, s.containerID, execConfig{
 		User:         s.b.cfg.User,
 		AttachStdin:  withStdin,
 		AttachStdout: true,
@@ -148,14 +142,14 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	if err != nil {
 		return nil, s.execError(ctx, err)
 	}
-	att, err := s.b.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	att, err := s.b.eng.ExecAttach(ctx, execID)
 	if err != nil {
 		return nil, s.execError(ctx, err)
 	}
 	e := &execution{
 		s:        s,
-		execID:   created.ID,
-		att:      att.HijackedResponse,
+		execID:   execID,
+		att:      att,
 		sidKnown: make(chan struct{}),
 		streams:  make(chan struct{}),
 	}
@@ -165,7 +159,7 @@ func (s *Sandbox) launch(ctx context.Context, cmd []string, opt sandbox.ExecOpti
 	}
 	sw := &sidWriter{w: stdout, e: e}
 	go func() {
-		_, _ = stdCopy(sw, stderr, att.Reader)
+		_ = demux(sw, stderr, att)
 		sw.end()
 		close(e.streams)
 		s.untrack(e)
@@ -187,14 +181,14 @@ func (s *Sandbox) checkDir(ctx context.Context, dir string) error {
 	if dir == sandbox.WorkDir || !strings.HasPrefix(dir, sandbox.WorkDir+"/") {
 		return nil
 	}
-	st, err := s.b.cli.ContainerStatPath(ctx, s.containerID, client.ContainerStatPathOptions{Path: dir})
+	st, err := s.b.eng.ContainerStatPath(ctx, s.containerID, dir)
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
+		if isNotFound(err) {
 			return fmt.Errorf("working directory %s: %w", dir, fs.ErrNotExist)
 		}
 		return s.execError(ctx, err)
 	}
-	if !st.Stat.Mode.IsDir() {
+	if !st.Mode.IsDir() {
 		return fmt.Errorf("working directory %s is not a directory", dir)
 	}
 	return nil
@@ -374,7 +368,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt sandbox.ExecOption
 	}
 	if opt.Stdin != nil {
 		go func() {
-			_, _ = io.Copy(e.att.Conn, opt.Stdin)
+			_, _ = io.Copy(e.att, opt.Stdin)
 			_ = e.att.CloseWrite()
 		}()
 	}
@@ -495,7 +489,7 @@ type stdinWriter struct {
 	mu sync.Mutex
 }
 
-func (w *stdinWriter) Write(p []byte) (int, error) { return w.e.att.Conn.Write(p) }
+func (w *stdinWriter) Write(p []byte) (int, error) { return w.e.att.Write(p) }
 
 func (w *stdinWriter) Close() error {
 	w.mu.Lock()

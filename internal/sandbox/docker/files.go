@@ -15,9 +15,6 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
-
 	"github.com/terpdev/terp/internal/sandbox"
 )
 
@@ -66,13 +63,13 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	// (the code's business) is left alone; otherwise from WorkDir with the
 	// missing directories in the archive.
 	dest := path.Dir(p)
-	st, err := s.b.cli.ContainerStatPath(ctx, s.containerID, client.ContainerStatPathOptions{Path: dest})
+	st, err := s.b.eng.ContainerStatPath(ctx, s.containerID, dest)
 	switch {
-	case err != nil && !cerrdefs.IsNotFound(err):
+	case err != nil && !isNotFound(err):
 		return fmt.Errorf("write file %s: %w", p, s.execError(ctx, err))
 	case err != nil:
 		dest = sandbox.WorkDir
-	case st.Stat.Mode&fs.ModeSymlink != 0 || st.Stat.LinkTarget != "":
+	case st.Mode&fs.ModeSymlink != 0 || st.LinkTarget != "":
 		// The code made the directory a link (/work/.terp to /work/mine):
 		// terp's file would land over the code's, or a user's.
 		return fmt.Errorf("write file %s: %s is a symlink, and terp writes through no link", p, dest)
@@ -83,10 +80,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	go func() {
 		pw.CloseWithError(s.writeTar(pw, rel, size, body))
 	}()
-	_, err = s.b.cli.CopyToContainer(ctx, s.containerID, client.CopyToContainerOptions{
-		DestinationPath: dest,
-		Content:         pr,
-	})
+	err = s.b.eng.CopyToContainer(ctx, s.containerID, dest, pr)
 	pr.CloseWithError(errors.New("copy ended"))
 	if err != nil {
 		return fmt.Errorf("write file %s: %w", p, s.execError(ctx, err))
@@ -165,24 +159,24 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 		return nil, fmt.Errorf("read file: %w", err)
 	}
 	for range 8 {
-		res, err := s.b.cli.CopyFromContainer(ctx, s.containerID, client.CopyFromContainerOptions{SourcePath: p})
-		if cerrdefs.IsNotFound(err) {
+		content, err := s.b.eng.CopyFromContainer(ctx, s.containerID, p)
+		if isNotFound(err) {
 			return nil, fmt.Errorf("read file %s: %w", p, fs.ErrNotExist)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read file %s: %w", p, s.execError(ctx, err))
 		}
-		tr := tar.NewReader(res.Content)
+		tr := tar.NewReader(content)
 		h, err := tr.Next()
 		if err != nil {
-			res.Content.Close()
+			content.Close()
 			return nil, fmt.Errorf("read file %s: %w", p, err)
 		}
 		switch h.Typeflag {
 		case tar.TypeReg:
-			return &tarFile{Reader: bufio.NewReaderSize(tr, 64<<10), c: res.Content}, nil
+			return &tarFile{Reader: bufio.NewReaderSize(tr, 64<<10), c: content}, nil
 		case tar.TypeSymlink:
-			res.Content.Close()
+			content.Close()
 			target := h.Linkname
 			if !path.IsAbs(target) {
 				target = path.Join(path.Dir(p), target)
@@ -190,10 +184,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 			p = path.Clean(target)
 			continue
 		case tar.TypeDir:
-			res.Content.Close()
+			content.Close()
 			return nil, fmt.Errorf("read file %s: is a directory", p)
 		default:
-			res.Content.Close()
+			content.Close()
 			return nil, fmt.Errorf("read file %s: not a regular file", p)
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/terpdev/terp/internal/egress"
 	"github.com/terpdev/terp/internal/sandbox"
 )
@@ -102,7 +100,7 @@ func (s *Sandbox) Pause(ctx context.Context) (sandbox.SessionID, error) {
 
 	err := s.stopAll(ctx)
 	s.egress.Close()
-	if _, perr := s.b.cli.ContainerPause(ctx, s.containerID, client.ContainerPauseOptions{}); perr != nil {
+	if perr := s.b.eng.ContainerPause(ctx, s.containerID); perr != nil {
 		err = errors.Join(err, fmt.Errorf("pause sandbox %s: %w", s.id, perr))
 	}
 	return sandbox.SessionID(s.id), err
@@ -192,7 +190,7 @@ func (s *Sandbox) helperExec(ctx context.Context, user string, cmd []string) err
 // simpleExec runs cmd in a container and copies its stdout to stdout, its
 // stderr to stdout too, and returns its exit code.
 func (b *Backend) simpleExec(ctx context.Context, containerID, user string, cmd []string, env []string, stdout io.Writer) (int, error) {
-	created, err := b.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
+	execID, err := b.eng.ExecCreate(ctx, containerID, execConfig{
 		User:         user,
 		AttachStdout: true,
 		AttachStderr: true,
@@ -203,7 +201,7 @@ func (b *Backend) simpleExec(ctx context.Context, containerID, user string, cmd 
 	if err != nil {
 		return -1, err
 	}
-	att, err := b.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	att, err := b.eng.ExecAttach(ctx, execID)
 	if err != nil {
 		return -1, err
 	}
@@ -211,7 +209,7 @@ func (b *Backend) simpleExec(ctx context.Context, containerID, user string, cmd 
 	var copyErr error
 	done := make(chan struct{})
 	go func() {
-		_, copyErr = stdCopy(stdout, stdout, att.Reader)
+		copyErr = demux(stdout, stdout, att)
 		close(done)
 	}()
 	select {
@@ -224,7 +222,7 @@ func (b *Backend) simpleExec(ctx context.Context, containerID, user string, cmd 
 	if err := copyErr; err != nil {
 		return -1, err
 	}
-	return b.exitCode(ctx, created.ID)
+	return b.exitCode(ctx, execID)
 }
 
 // exitCode asks the daemon for a finished exec's exit code. The stream can
@@ -232,7 +230,7 @@ func (b *Backend) simpleExec(ctx context.Context, containerID, user string, cmd 
 func (b *Backend) exitCode(ctx context.Context, execID string) (int, error) {
 	delay := time.Millisecond
 	for {
-		r, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		r, err := b.eng.ExecInspect(ctx, execID)
 		if err != nil {
 			return -1, err
 		}
