@@ -38,6 +38,8 @@ type mcpOptions struct {
 	logFormat string
 	// maxRequest bounds an HTTP request's body.
 	maxRequest int64
+	// warm is how many sandboxes are kept made ahead (see serveOptions).
+	warm int
 }
 
 // mcpConfigFlags are the run flags that make sense without a model.
@@ -104,6 +106,7 @@ See docs/mcp.md for the tools' schemas and client configuration.`,
 	opts.maxRequest = terpmcp.DefaultMaxRequest
 	fl.Var(sizeValue{&opts.maxRequest}, "max-request-size", "largest HTTP request body (`SIZE`): an upload_file carries its file in it as base64, a third larger")
 	fl.StringVar(&opts.logFormat, "log-format", logFormats[0], "the log's `FORMAT` on stderr: "+strings.Join(logFormats, " or "))
+	fl.IntVar(&opts.warm, "warm", 1, "sandboxes to keep made ahead, with Python started and the prewarm imported, for the next sessions (`N`; 0: none)")
 	if err := cmd.RegisterFlagCompletionFunc("log-format", completeChoices(logFormats)); err != nil {
 		panic(err)
 	}
@@ -124,6 +127,9 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 	}
 	if !slices.Contains(logFormats, opts.logFormat) {
 		return usagef("--log-format is one of %s, not %q", strings.Join(logFormats, ", "), opts.logFormat)
+	}
+	if opts.warm < 0 || opts.warm > maxWarm {
+		return usagef("--warm is %d: give between 0 (none) and %d sandboxes kept ready", opts.warm, maxWarm)
 	}
 	cfg, err := f.Config(onlyFlags(opts.flags, mcpConfigFlags))
 	if err != nil {
@@ -151,7 +157,10 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 	svc := conversation.New(conversation.Deps{
 		Store:      st,
 		NewBackend: func(*config.Config) (sandbox.Backend, error) { return backend, nil },
+		Warm:       opts.warm,
+		Log:        log,
 	})
+	defer svc.Close()
 	// The sandboxes are containers of a terp serve host, which keeps their
 	// records in a directory of their own (not terp serve's, whose records
 	// are its clients'). Over HTTP it checks the token, bounds and logs
@@ -168,6 +177,10 @@ func runMCP(ctx context.Context, opts *mcpOptions) error {
 	}
 	srv := terpmcp.New(terpmcp.Config{Host: host, Settings: cfg, Name: opts.name, Version: versionString(),
 		Log: log, ExpireAfter: opts.expireAfter})
+	// The first session's sandbox is ready before its first call.
+	if err := srv.KeepWarm(); err != nil {
+		return err
+	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

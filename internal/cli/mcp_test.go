@@ -197,9 +197,10 @@ func exerciseSandbox(t *testing.T, cs *client) {
 }
 
 // mcpStdio connects to terp mcp over stdio, as a client that starts it,
-// with env; the test fails if terp said anything on stderr.
-func mcpStdio(t *testing.T, env map[string]string) *client {
-	cmd := exec.Command(terptest.Binary(t), "mcp")
+// with env and args after "mcp"; the test fails if terp said anything on
+// stderr.
+func mcpStdio(t *testing.T, env map[string]string, args ...string) *client {
+	cmd := exec.Command(terptest.Binary(t), append([]string{"mcp"}, args...)...)
 	for k, v := range homeEnv(t, env) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -123,3 +123,30 @@ func TestServeWarmSandboxes(t *testing.T) {
 		})
 	}
 }
+
+// terp mcp keeps a sandbox made ahead too (--warm, 1 by default): the first
+// python call of a client that starts it runs on an interpreter made
+// before the call, once the client has taken a few seconds to call, as
+// one whose model writes the code does. With --warm 0 it is made by the
+// call.
+func TestMCPWarmSandbox(t *testing.T) {
+	for _, warm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) {
+			var args []string
+			if !warm {
+				args = []string{"--warm", "0"}
+			}
+			c := mcpStdio(t, nil, args...)
+			time.Sleep(3 * time.Second) // the model writing its first call
+			asked := uptime(t)
+			out := textOf(runCode(t, c, aliveSince))
+			var started float64
+			if _, err := fmt.Sscanf(out, "started %g", &started); err != nil {
+				t.Fatalf("%q: %v", out, err)
+			}
+			if made := started < asked-0.01; made != warm {
+				t.Errorf("its interpreter started at %.2f s, the call was sent at %.2f s; want it made before: %v", started, asked, warm)
+			}
+		})
+	}
+}

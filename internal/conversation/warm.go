@@ -241,6 +241,16 @@ func (p *warmPool) take() (warmSandbox, bool) {
 	return w, true
 }
 
+// stopped reports whether the pool is closed.
+func (p *warmPool) stopped() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // poke wakes run to make what was taken again.
 func (p *warmPool) poke() {
 	select {
@@ -286,6 +296,9 @@ func (p *warmPool) run(forget func()) {
 		}
 		if short && !now.Before(notBefore) {
 			warmed, err := p.make()
+			if p.stopped() {
+				return
+			}
 			if err != nil {
 				delay := min(warmRetry<<min(failures, 8), warmRetryMax)
 				failures++

@@ -305,3 +305,22 @@ func TestNoWarmSandboxesByDefault(t *testing.T) {
 		t.Errorf("made %v, %d warm, for one conversation without a pool", made, w.svc.WarmReady())
 	}
 }
+
+// Closing the service while it makes a sandbox is no failure to report.
+func TestWarmCloseWhileMakingIsQuiet(t *testing.T) {
+	for range 20 {
+		w := newWarmWorld(t, 1, standIn)
+		if err := w.svc.KeepWarm(w.cfg, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		w.svc.Close()
+		if log := w.log.String(); log != "" {
+			t.Fatalf("the log after Close:\n%s", log)
+		}
+		for _, id := range w.backend.list() {
+			if !w.backend.removed(t, id) {
+				t.Errorf("closing the service while it made %s left it", id)
+			}
+		}
+	}
+}

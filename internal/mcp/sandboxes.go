@@ -347,6 +347,10 @@ func (s *Server) spec() serve.ContainerSpec {
 		Network: s.cfg.Host.SettingsNetwork()}
 }
 
+// KeepWarm has the host keep sandboxes ready, made as spec makes them, for
+// the next sessions (serve.Server.KeepWarm).
+func (s *Server) KeepWarm() error { return s.cfg.Host.KeepWarm(s.spec()) }
+
 // origin is the protocol terp mcp's containers are made by, and their
 // conversations stored as from.
 const origin = "mcp"
