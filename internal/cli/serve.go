@@ -419,8 +419,8 @@ func runServe(ctx context.Context, opts *serveOptions) error {
 	if mln != nil {
 		opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving metrics on http://%s/metrics, and /healthz and /readyz, without a key", mln.Addr()))
 	}
-	opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes, %s)",
-		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox, stores.describe(dataDir)))
+	opts.tell(log, slog.LevelInfo, fmt.Sprintf("serving the OpenAI API on http://%s/v1 (model %s at %s, %s sandboxes, %d kept warm, %s)",
+		ln.Addr(), cfg.Model, cfg.BaseURL, cfg.Sandbox, opts.warm, stores.describe(dataDir)))
 	stopping := func() {
 		opts.tell(log, slog.LevelInfo, fmt.Sprintf("stopping: /readyz answers 503; new requests are served for %s more, then running ones get %s to finish", opts.shutdownDelay, opts.grace))
 	}
