@@ -123,21 +123,7 @@ func salesTotal(b *testing.B, csv string) string {
 //
 //	go test -run '^$' -bench ScriptModeVsSeedLoop -benchtime 5x -count 3 ./internal/cli/
 func BenchmarkScriptModeVsSeedLoop(b *testing.B) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		b.Skip("SKIP: bubblewrap (bwrap) is not installed: neither the seed's loop nor terp's local sandbox can run")
-	}
-	python, err := exec.LookPath("/usr/bin/python3")
-	if err != nil {
-		b.Skip("SKIP: the seed's loop needs /usr/bin/python3")
-	}
-	peer, err := filepath.Abs(filepath.Join("testdata", "seedloop.py"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	csv, err := filepath.Abs(filepath.Join("..", "..", "examples", "sales.csv"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	python, peer, csv := seedLoop(b)
 	bin := terptest.Binary(b)
 	for _, steps := range []int{8, 1} {
 		b.Run(fmt.Sprintf("steps=%d", steps), func(b *testing.B) {
@@ -147,6 +133,26 @@ func BenchmarkScriptModeVsSeedLoop(b *testing.B) {
 	b.Run("analysis", func(b *testing.B) {
 		benchSeedLoop(b, bin, python, peer, analysisModel(b), salesTotal(b, csv), len(terptest.AnalysisSteps), csv)
 	})
+}
+
+// seedLoop returns the seed's loop (its Python and testdata/seedloop.py)
+// and the analysis's data, examples/sales.csv; it skips, loudly, where the
+// loop cannot run.
+func seedLoop(b *testing.B) (python, peer, csv string) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		b.Skip("SKIP: bubblewrap (bwrap) is not installed: neither the seed's loop nor terp's local sandbox can run")
+	}
+	python, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		b.Skip("SKIP: the seed's loop needs /usr/bin/python3")
+	}
+	if peer, err = filepath.Abs(filepath.Join("testdata", "seedloop.py")); err != nil {
+		b.Fatal(err)
+	}
+	if csv, err = filepath.Abs(filepath.Join("..", "..", "examples", "sales.csv")); err != nil {
+		b.Fatal(err)
+	}
+	return python, peer, csv
 }
 
 // benchSeedLoop times the sides against the model s, whose turn takes
@@ -239,18 +245,7 @@ func benchSeedLoop(b *testing.B, bin, python, peer string, s *llmtest.Server, wa
 //
 //	go test -run '^$' -bench ServeWarmVsSeedLoop -benchtime 5x -count 3 ./internal/cli/
 func BenchmarkServeWarmVsSeedLoop(b *testing.B) {
-	python, err := exec.LookPath("/usr/bin/python3")
-	if err != nil {
-		b.Skip("SKIP: the seed's loop needs /usr/bin/python3")
-	}
-	peer, err := filepath.Abs(filepath.Join("testdata", "seedloop.py"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	csv, err := filepath.Abs(filepath.Join("..", "..", "examples", "sales.csv"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	python, peer, csv := seedLoop(b)
 	data, err := os.ReadFile(csv)
 	if err != nil {
 		b.Fatal(err)
