@@ -53,7 +53,8 @@ type worker struct {
 
 	ready chan struct{} // closed when the ready frame arrived
 	// warm is closed when the prewarm imports are over (the warm frame),
-	// or with ready when there are none; it may be the Kernel's Warmed.
+	// or with ready when there are none (Kernel.Warmed follows the first
+	// worker's).
 	warm       chan struct{}
 	prewarming bool          // the worker was started with imports to make
 	gone       chan struct{} // closed when the frame stream ended or broke
